@@ -1,0 +1,26 @@
+# The two commands a newcomer needs:
+#   make demo   - installs everything into .venv, then trains a Pre-LN baseline and a NormFormer
+#                 on a corpus built from the Python standard library's docstrings
+#   make test   - installs everything (with test extras) into .venv, then runs the test suite
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat requirements/*.txt setup.py scripts/install.sh | cksum | cut -d' ' -f1)
+PYTEST_ARGS ?=
+
+.PHONY: install demo test bench clean-demo
+
+$(STAMP):
+	@test -x $(PY) || python3 -m venv --system-site-packages $(VENV)
+	bash scripts/install.sh $(PY) --test
+	@rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m fairseq_normformer.cli.demo --workdir work/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_lm.py

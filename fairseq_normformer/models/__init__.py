@@ -1,0 +1,1 @@
+from .normformer_lm import GPT3_SIZES, NormFormerDecoder, NormFormerLanguageModel  # noqa: F401

@@ -1,0 +1,157 @@
+"""``normformer_lm``: a fairseq causal language model built from NormFormer layers.
+
+The decoder is fairseq's TransformerDecoderBase (embeddings, positions, adaptive softmax,
+incremental decoding) with ``build_decoder_layer`` overridden. The NormFormer switches are read
+from the model's own config, not from TransformerConfig, which drops keys it does not declare
+(the reason fairseq's built-in flags are lost on the ``fairseq-train`` path).
+"""
+import logging
+from dataclasses import dataclass, field
+
+from fairseq import options
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
+from fairseq.models.transformer_lm import (
+    DEFAULT_MAX_TARGET_POSITIONS,
+    TransformerLanguageModel,
+    TransformerLanguageModelConfig,
+    base_gpt3_architecture,
+    base_lm_architecture,
+    transformer_lm_baevski_wiki103,
+)
+from fairseq.modules import AdaptiveInput
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.utils import safe_getattr
+from omegaconf import II
+
+from ..modules import LayerConfig, NormFormerDecoderLayer, resolve_layernorm_impl
+from .options import NormFormerOptions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class NormFormerLanguageModelConfig(NormFormerOptions, TransformerLanguageModelConfig):
+    # fairseq's defaults are 512 whatever --decoder-embed-dim says; follow the embedding dim instead.
+    decoder_input_dim: int = II("model.decoder_embed_dim")
+    decoder_output_dim: int = II("model.decoder_embed_dim")
+    post_ln: bool = field(
+        default=False,
+        metadata={"help": "Post-LN layers (LN after each residual add, Xiong et al. 2020) instead of Pre-LN"},
+    )
+
+
+class NormFormerDecoder(TransformerDecoderBase):
+    def __init__(self, args, dictionary, embed_tokens):
+        cfg = TransformerConfig.from_namespace(args)
+        cfg.decoder.normalize_before = not args.post_ln  # also decides the final LayerNorm
+        layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
+        self.layer_cfg = LayerConfig.from_model_cfg(
+            args, "decoder", normalize_before=not args.post_ln, causal=True, layernorm_impl=layernorm_impl
+        )
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=True)
+        logger.info(f"NormFormer decoder layers: {self.layer_cfg}")
+
+    def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        layer = NormFormerDecoderLayer(self.layer_cfg)
+        if cfg.checkpoint_activations:
+            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)
+
+
+@register_model("normformer_lm", dataclass=NormFormerLanguageModelConfig)
+class NormFormerLanguageModel(TransformerLanguageModel):
+    @classmethod
+    def build_model(cls, args, task):
+        if args.character_embeddings:
+            raise ValueError("normformer_lm does not support --character-embeddings")
+        if safe_getattr(args, "max_target_positions", None) is None:
+            args.max_target_positions = safe_getattr(args, "tokens_per_sample", DEFAULT_MAX_TARGET_POSITIONS)
+        decoder = NormFormerDecoder(args, task.target_dictionary, cls.build_input_embedding(args, task))
+        return cls(decoder)
+
+    @classmethod
+    def build_input_embedding(cls, args, task):
+        if not args.adaptive_input:
+            return cls.build_embedding(args, task.source_dictionary, args.decoder_input_dim)
+        if args.tie_adaptive_weights and args.adaptive_softmax_cutoff != args.adaptive_input_cutoff:
+            raise ValueError(
+                "--tie-adaptive-weights needs --adaptive-softmax-cutoff == --adaptive-input-cutoff, got "
+                f"{args.adaptive_softmax_cutoff!r} and {args.adaptive_input_cutoff!r}"
+            )
+        return AdaptiveInput(
+            len(task.source_dictionary),
+            task.source_dictionary.pad(),
+            args.decoder_input_dim,
+            args.adaptive_input_factor,
+            args.decoder_embed_dim,
+            options.eval_str_list(args.adaptive_input_cutoff, type=int),
+            args.quant_noise_pq,
+            args.quant_noise_pq_block_size,
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Presets. Each fills only the values the user did not set (safe_getattr), then calls the base.
+# `preln_lm_*` are the Pre-LN baselines; `normformer_lm_*` the same sizes with the paper's three
+# operations; every row of Tables 5-7 is one of these names plus flags.
+# ---------------------------------------------------------------------------------------------
+def base_architecture(args):
+    """Called last by every preset. (``--arch normformer_lm`` itself uses the dataclass defaults.)"""
+    base_lm_architecture(args)
+
+
+def normformer_operations(args):
+    """The paper's NormFormer: Post-Attn LN, FFN LN and HeadScale (Fig. 1)."""
+    args.scale_attn = safe_getattr(args, "scale_attn", True)
+    args.scale_fc = safe_getattr(args, "scale_fc", True)
+    args.scale_heads = safe_getattr(args, "scale_heads", True)
+
+
+# GPT-3 sizes used in the paper (Table 6): layers, model dim, heads; FFN = 4 x model dim.
+GPT3_SIZES = {
+    "gpt3_small": (12, 768, 12),  # 125M
+    "gpt3_medium": (24, 1024, 16),  # 355M
+    "gpt3_large": (24, 1536, 16),  # 760M
+    "gpt3_xl": (24, 2048, 32),  # 1.3B
+    "gpt3_2_7": (32, 2560, 32),  # 2.7B
+}
+
+
+def gpt3_architecture(args, layers, embed_dim, heads):
+    args.decoder_layers = safe_getattr(args, "decoder_layers", layers)
+    args.decoder_embed_dim = safe_getattr(args, "decoder_embed_dim", embed_dim)
+    args.decoder_attention_heads = safe_getattr(args, "decoder_attention_heads", heads)
+    # Sinusoidal positions, as the paper (after Shortformer); --decoder-learned-pos for learned ones.
+    args.decoder_learned_pos = safe_getattr(args, "decoder_learned_pos", False)
+    base_gpt3_architecture(args)  # GELU, FFN 4d, tied input/output embeddings
+    base_architecture(args)
+
+
+def _register_gpt3_presets(size, layers, embed_dim, heads):
+    @register_model_architecture("normformer_lm", f"preln_lm_{size}")
+    def preln(args):
+        gpt3_architecture(args, layers, embed_dim, heads)
+
+    @register_model_architecture("normformer_lm", f"normformer_lm_{size}")
+    def normformer(args):
+        normformer_operations(args)
+        gpt3_architecture(args, layers, embed_dim, heads)
+
+
+for _size, _shape in GPT3_SIZES.items():
+    _register_gpt3_presets(_size, *_shape)
+
+
+@register_model_architecture("normformer_lm", "preln_lm_wiki103")
+def preln_lm_wiki103(args):
+    """Baevski & Auli (2019): adaptive input and softmax, 16 layers, 1024 dim (Table 8)."""
+    transformer_lm_baevski_wiki103(args)
+    base_architecture(args)
+
+
+@register_model_architecture("normformer_lm", "normformer_lm_wiki103")
+def normformer_lm_wiki103(args):
+    normformer_operations(args)
+    preln_lm_wiki103(args)

@@ -1,0 +1,70 @@
+"""The settings one NormFormer layer needs, gathered from a model's flat fairseq config."""
+from dataclasses import dataclass
+
+from fairseq import utils
+
+HEAD_SCALE_POSITIONS = ["paper", "after_wo"]
+
+
+@dataclass
+class LayerConfig:
+    embed_dim: int
+    ffn_embed_dim: int
+    attention_heads: int
+    dropout: float = 0.0
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    activation_fn: str = "gelu"
+    normalize_before: bool = True  # True: Pre-LN; False: Post-LN (Xiong et al. 2020)
+    causal: bool = True  # decoder (causal LM) or encoder (masked LM)
+    # NormFormer operations (Shleifer et al. 2021, Fig. 1 and Table 5)
+    scale_attn: bool = False  # LayerNorm after self-attention
+    scale_fc: bool = False  # LayerNorm after the FFN activation
+    scale_heads: bool = False  # HeadScale, Eq. 3
+    head_scale_position: str = "paper"  # "paper": before W^O; "after_wo": fairseq's variant
+    scale_resids: bool = False  # λ_resid on the FFN residual
+    scale_qkv: bool = False  # Table 5 "+3 More LN": LayerNorm on q, k and v
+    layernorm_impl: str = "torch"
+
+    def __post_init__(self):
+        if self.embed_dim % self.attention_heads != 0:
+            raise ValueError(
+                f"embedding dim {self.embed_dim} is not divisible by the number of "
+                f"attention heads {self.attention_heads}"
+            )
+        if self.head_scale_position not in HEAD_SCALE_POSITIONS:
+            raise ValueError(
+                f"--head-scale-position={self.head_scale_position!r} is not one of "
+                f"{', '.join(HEAD_SCALE_POSITIONS)}"
+            )
+        if self.activation_fn not in utils.get_available_activation_fns():
+            raise ValueError(
+                f"--activation-fn={self.activation_fn!r} is not one of "
+                f"{', '.join(utils.get_available_activation_fns())}"
+            )
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
+
+    @classmethod
+    def from_model_cfg(cls, cfg, side: str, normalize_before: bool, causal: bool, layernorm_impl: str):
+        """Read ``{side}_embed_dim`` etc. and the NormFormer switches from a flat model config."""
+        get = lambda name, default=None: utils.safe_getattr(cfg, name, default)  # noqa: E731
+        return cls(
+            embed_dim=get(f"{side}_embed_dim"),
+            ffn_embed_dim=get(f"{side}_ffn_embed_dim"),
+            attention_heads=get(f"{side}_attention_heads"),
+            dropout=get("dropout", 0.0),
+            attention_dropout=get("attention_dropout", 0.0),
+            activation_dropout=get("activation_dropout", 0.0) or get("relu_dropout", 0.0) or 0.0,
+            activation_fn=get("activation_fn", "gelu"),
+            normalize_before=normalize_before,
+            causal=causal,
+            scale_attn=bool(get("scale_attn", False)),
+            scale_fc=bool(get("scale_fc", False)),
+            scale_heads=bool(get("scale_heads", False)),
+            head_scale_position=get("head_scale_position", "paper"),
+            scale_resids=bool(get("scale_resids", False)),
+            scale_qkv=bool(get("scale_qkv", False)),
+            layernorm_impl=layernorm_impl,
+        )

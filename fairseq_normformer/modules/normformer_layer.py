@@ -1,0 +1,101 @@
+"""The NormFormer transformer layer (Shleifer, Weston, Ott 2021, Fig. 1).
+
+Pre-LN (default) or Post-LN (Xiong et al. 2020) on one code path. Every NormFormer operation is
+one module built in ``__init__`` and is ``nn.Identity``/``None`` when switched off, so with every
+switch off this *is* the baseline layer. Parameter names follow fairseq's TransformerDecoderLayer.
+"""
+from typing import Callable, Optional
+
+import torch
+from fairseq import utils
+from fairseq.modules.fairseq_dropout import FairseqDropout
+from torch import Tensor, nn
+
+from .attention import SelfAttention
+from .layer_config import LayerConfig
+from .layer_norm import LayerNorm
+
+
+class NormFormerLayer(nn.Module):
+    def __init__(self, cfg: LayerConfig):
+        super().__init__()
+        d, f = cfg.embed_dim, cfg.ffn_embed_dim
+        self.normalize_before = cfg.normalize_before
+        self.causal = cfg.causal
+        self.dropout_module = FairseqDropout(cfg.dropout, module_name=type(self).__name__)
+        self.activation_dropout_module = FairseqDropout(cfg.activation_dropout, module_name=type(self).__name__)
+
+        self.self_attn = self.build_self_attention(cfg)  # HeadScale and QKV LN live inside it
+        self.self_attn_layer_norm = LayerNorm(d, cfg.layernorm_impl)
+        # NormFormer "Post-Attn LN": LayerNorm on the self-attention output, before the residual.
+        self.attn_ln = LayerNorm(d, cfg.layernorm_impl) if cfg.scale_attn else nn.Identity()
+
+        self.fc1 = self.build_fc1(d, f)
+        self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
+        # NormFormer "FFN LN": LayerNorm after the FFN activation, before FC2.
+        self.ffn_layernorm = LayerNorm(f, cfg.layernorm_impl) if cfg.scale_fc else nn.Identity()
+        self.fc2 = self.build_fc2(f, d)
+        # ResScale: λ_resid ⊙ x on the FFN residual (as the authors' fairseq code; §2 of the paper).
+        self.w_resid = nn.Parameter(torch.ones(d)) if cfg.scale_resids else None
+        self.final_layer_norm = LayerNorm(d, cfg.layernorm_impl)
+
+    # -- override hooks, as fairseq's TransformerDecoderLayerBase --
+    def build_self_attention(self, cfg: LayerConfig) -> nn.Module:
+        return SelfAttention(cfg)
+
+    def build_fc1(self, input_dim: int, output_dim: int) -> nn.Module:
+        return nn.Linear(input_dim, output_dim)
+
+    def build_fc2(self, input_dim: int, output_dim: int) -> nn.Module:
+        return nn.Linear(input_dim, output_dim)
+
+    def residual_connection(self, x: Tensor, residual: Tensor) -> Tensor:
+        return residual + x
+
+    # -- forward --
+    def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, incremental_state=None) -> Tensor:
+        """x: (T, B, C); padding_mask: (B, T), True at padding."""
+
+        def attention(h):
+            h = self.self_attn(h, padding_mask, self.causal, incremental_state)
+            return self.attn_ln(h)
+
+        x = self._sublayer(x, self.self_attn_layer_norm, attention)
+        x = self._sublayer(x, self.final_layer_norm, self.feed_forward, self.w_resid)
+        return x
+
+    def feed_forward(self, x: Tensor) -> Tensor:
+        x = self.activation_dropout_module(self.activation_fn(self.fc1(x)))  # (T, B, F)
+        return self.fc2(self.ffn_layernorm(x))
+
+    def _sublayer(self, x: Tensor, norm: nn.Module, fn: Callable, residual_scale: Optional[Tensor] = None):
+        """Pre-LN: x + f(LN(x)).  Post-LN: LN(x + f(x)).  ResScale multiplies the residual x."""
+        residual = x if residual_scale is None else residual_scale * x
+        h = fn(norm(x) if self.normalize_before else x)
+        x = self.residual_connection(self.dropout_module(h), residual)
+        return x if self.normalize_before else norm(x)
+
+
+class NormFormerDecoderLayer(NormFormerLayer):
+    """NormFormerLayer with the call signature of fairseq's decoder layers (no encoder attention).
+
+    The causal mask comes from ``LayerConfig.causal`` (SDPA's is_causal), so fairseq's additive
+    ``self_attn_mask`` is not needed; attention weights are not returned.
+    """
+
+    def forward(
+        self,
+        x,
+        encoder_out=None,
+        encoder_padding_mask=None,
+        incremental_state=None,
+        prev_self_attn_state=None,
+        prev_attn_state=None,
+        self_attn_mask=None,
+        self_attn_padding_mask=None,
+        need_attn=False,
+        need_head_weights=False,
+    ):
+        if encoder_out is not None:
+            raise ValueError("NormFormerDecoderLayer is decoder-only: it has no encoder attention")
+        return super().forward(x, self_attn_padding_mask, incremental_state), None, None

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Install fairseq-normformer and everything it needs into the environment of PYTHON.
+#   scripts/install.sh [PYTHON] [--test]
+# - torch: an existing torch (e.g. a CUDA build on a GPU host) is kept; otherwise torch==2.13.0
+#   is installed (a CPU wheel on the CI machines). A constraint pins the installed torch so that
+#   no later step can replace it with another build.
+# - fairseq comes from the ve-fairseq wheel (upstream main + the Python 3.11 fix), installed with
+#   --no-deps: its torchaudio requirement would pull a CUDA torch. Its real needs are pinned in
+#   requirements/base.txt.
+# - triton is installed only when none is importable (CUDA torch builds ship their own).
+set -euo pipefail
+PY=${1:-python3}
+WITH_TEST=${2:-}
+cd "$(dirname "$0")/.."
+pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "[install] no torch found: installing torch==2.13.0"
+  pip_install torch==2.13.0
+fi
+TORCH_VERSION=$("$PY" -c "import torch; print(torch.__version__)")
+echo "[install] using torch $TORCH_VERSION"
+CONSTRAINTS=$(mktemp)
+echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"
+
+grep -v '^ve-fairseq' requirements/base.txt > "$CONSTRAINTS.base"
+pip_install -c "$CONSTRAINTS" -r "$CONSTRAINTS.base"
+pip_install --no-deps "$(grep '^ve-fairseq' requirements/base.txt)"
+pip_install --no-deps -e .
+if [ "$WITH_TEST" = "--test" ]; then
+  if "$PY" -c "import triton" 2>/dev/null; then
+    grep -v '^triton' requirements/test.txt > "$CONSTRAINTS.test"
+  else
+    cp requirements/test.txt "$CONSTRAINTS.test"
+  fi
+  pip_install -c "$CONSTRAINTS" -r "$CONSTRAINTS.test"
+fi
+rm -f "$CONSTRAINTS" "$CONSTRAINTS.base" "$CONSTRAINTS.test"
+"$PY" -c "import fairseq, fairseq_normformer, numpy, torch; print('[install] fairseq', fairseq.__version__, '| numpy', numpy.__version__, '| torch', torch.__version__)"

@@ -1,0 +1,18 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-normformer",
+    version="0.1.0",
+    description="NormFormer (Shleifer, Weston, Ott 2021) as a fairseq plugin",
+    packages=find_packages(include=["fairseq_normformer", "fairseq_normformer.*"]),
+    python_requires=">=3.10",
+    # fairseq itself is installed by scripts/install.sh (ve-fairseq, --no-deps); see README.
+    install_requires=[],
+    entry_points={
+        "console_scripts": [
+            "normformer-build-corpus=fairseq_normformer.cli.build_corpus:main",
+            "normformer-convert-fairseq-lm=fairseq_normformer.cli.convert_fairseq_lm:main",
+            "normformer-user-dir=fairseq_normformer.cli.user_dir:main",
+        ]
+    },
+)
