@@ -1,0 +1,23 @@
+"""normformer-convert-fairseq-lm SRC DST: a fairseq ``transformer_lm`` checkpoint as a ``normformer_lm`` one."""
+import argparse
+import logging
+
+from ..models.fairseq_compat import convert_checkpoint
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("src", help="checkpoint written by fairseq's transformer_lm")
+    parser.add_argument("dst", help="where to write the normformer_lm checkpoint (must not exist)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s | %(message)s")
+    try:
+        cfg = convert_checkpoint(args.src, args.dst)
+    except (FileExistsError, FileNotFoundError, ValueError) as err:
+        parser.exit(2, f"error: {err}\n")
+    switches = {k: cfg[k] for k in ("scale_attn", "scale_fc", "scale_heads", "scale_resids", "post_ln")}
+    print(f"wrote {args.dst}: normformer_lm with head_scale_position=after_wo, {switches}")
+
+
+if __name__ == "__main__":
+    main()

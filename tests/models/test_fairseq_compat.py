@@ -1,0 +1,97 @@
+"""normformer_lm reproduces fairseq's own transformer_lm (built where its --scale-* flags work)."""
+import argparse
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+
+from fairseq_normformer.models import NormFormerLanguageModel
+from fairseq_normformer.models.fairseq_compat import (
+    convert_checkpoint,
+    convert_model_cfg,
+    convert_state_dict,
+    detect_operations,
+)
+
+from .lm_builders import TINY, fairseq_transformer_lm, fake_task, num_params, tiny_dictionary
+
+CASES = {
+    "pre_ln": ([], False),
+    "post_ln": ([], True),
+    "normformer_after_wo": (["--scale-attn", "--scale-fc", "--scale-heads"], False),
+    "scale_resids": (["--scale-resids"], False),
+    "all_post_ln": (["--scale-attn", "--scale-fc", "--scale-heads", "--scale-resids"], True),
+}
+
+
+def _randomize_(model):
+    """Move every LayerNorm/γ/λ off its identity initialisation, so a misplaced operation shows."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.5 * torch.randn_like(p))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_converted_model_has_fairseq_logits(case):
+    flags, post_ln = CASES[case]
+    dictionary = tiny_dictionary()
+    args, theirs = fairseq_transformer_lm(dictionary, TINY + flags, post_ln=post_ln)
+    _randomize_(theirs)
+    ours_cfg = argparse.Namespace(**convert_model_cfg(vars(args), theirs.state_dict()))
+    ours = NormFormerLanguageModel.build_model(ours_cfg, fake_task(dictionary))
+    ours.load_state_dict(convert_state_dict(theirs.state_dict()), strict=True)
+    assert num_params(ours) == num_params(theirs)
+
+    tokens = torch.randint(dictionary.nspecial, len(dictionary), (3, 16), generator=torch.Generator().manual_seed(1))
+    theirs.eval(), ours.eval()
+    diff = (ours(tokens)[0] - theirs(tokens)[0]).abs().max().item()
+    assert diff <= 1e-5, f"{case}: max |Δlogit| = {diff}"
+
+
+def test_operations_come_from_the_weights():
+    dictionary = tiny_dictionary()
+    _, built = fairseq_transformer_lm(dictionary, TINY + ["--scale-attn", "--scale-heads"])
+    assert detect_operations(built.state_dict()) == {
+        "scale_attn": True, "scale_fc": False, "scale_heads": True, "scale_resids": False}
+    with pytest.raises(ValueError, match="decoder.layers.0"):
+        detect_operations({"encoder.weight": torch.zeros(1)})
+
+
+def _save_fairseq_checkpoint(path, args, model):
+    """What fairseq's trainer writes, minus optimizer state (an argparse-era checkpoint)."""
+    checkpoint_utils.torch_persistent_save(
+        {"args": args, "model": model.state_dict(), "optimizer_history": [
+            {"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
+             "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+         "extra_state": {}}, str(path))
+
+
+def test_convert_cli_round_trip(tmp_path):
+    """The console script converts a checkpoint file; fairseq's loader then builds our model from it."""
+    from fairseq_normformer.cli.convert_fairseq_lm import main
+
+    dictionary = tiny_dictionary()
+    data = tmp_path / "data"
+    data.mkdir()
+    dictionary.save(str(data / "dict.txt"))
+    args, theirs = fairseq_transformer_lm(dictionary, TINY + ["--scale-attn", "--scale-fc", "--scale-heads"])
+    args.data = str(data)
+    _randomize_(theirs)
+    src, dst = tmp_path / "fairseq.pt", tmp_path / "normformer.pt"
+    _save_fairseq_checkpoint(src, args, theirs)
+
+    main([str(src), str(dst)])
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(dst)])
+    ours = models[0]
+    assert type(ours).__name__ == "NormFormerLanguageModel"
+    assert cfg.model.head_scale_position == "after_wo"
+    tokens = torch.randint(4, len(task.dictionary), (2, 12), generator=torch.Generator().manual_seed(2))
+    theirs.eval(), ours.eval()
+    assert (ours(tokens)[0] - theirs(tokens)[0]).abs().max().item() <= 1e-5
+
+    before = dst.read_bytes()
+    with pytest.raises(FileExistsError, match="refusing to overwrite"):
+        convert_checkpoint(str(src), str(dst))
+    assert dst.read_bytes() == before
