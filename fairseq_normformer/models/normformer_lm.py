@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass, field
 
 from fairseq import options
+from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
@@ -26,6 +27,7 @@ from fairseq.utils import safe_getattr
 from omegaconf import II
 
 from ..modules import LayerConfig, NormFormerDecoderLayer, resolve_layernorm_impl
+from ..modules.layer_config import ACTIVATIONS
 from .options import NormFormerOptions
 
 logger = logging.getLogger(__name__)
@@ -33,6 +35,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class NormFormerLanguageModelConfig(NormFormerOptions, TransformerLanguageModelConfig):
+    activation_fn: ChoiceEnum(ACTIVATIONS) = field(default="relu", metadata={"help": "activation function to use"})
     # fairseq's defaults are 512 whatever --decoder-embed-dim says; follow the embedding dim instead.
     decoder_input_dim: int = II("model.decoder_embed_dim")
     decoder_output_dim: int = II("model.decoder_embed_dim")

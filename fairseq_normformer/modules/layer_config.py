@@ -4,6 +4,8 @@ from dataclasses import dataclass
 from fairseq import utils
 
 HEAD_SCALE_POSITIONS = ["paper", "after_wo"]
+# fairseq's get_activation_fn knows relu_squared (the authors' 2.7B NormFormer) but does not list it.
+ACTIVATIONS = utils.get_available_activation_fns() + ["relu_squared"]
 
 
 @dataclass
@@ -37,11 +39,8 @@ class LayerConfig:
                 f"--head-scale-position={self.head_scale_position!r} is not one of "
                 f"{', '.join(HEAD_SCALE_POSITIONS)}"
             )
-        if self.activation_fn not in utils.get_available_activation_fns():
-            raise ValueError(
-                f"--activation-fn={self.activation_fn!r} is not one of "
-                f"{', '.join(utils.get_available_activation_fns())}"
-            )
+        if self.activation_fn not in ACTIVATIONS:
+            raise ValueError(f"--activation-fn={self.activation_fn!r} is not one of {', '.join(ACTIVATIONS)}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")

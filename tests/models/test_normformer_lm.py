@@ -102,3 +102,10 @@ def test_bad_configurations_name_the_problem():
         parse("normformer_lm", ["--head-scale-position", "before"])
     with pytest.raises(ValueError, match="--dropout"):
         normformer_lm(d, flags=TINY + ["--dropout", "1.5"])
+
+
+def test_relu_squared_is_accepted():
+    """The authors' 2.7B NormFormer uses relu_squared, which fairseq's choices omit."""
+    model = normformer_lm(tiny_dictionary(), flags=TINY + ["--activation-fn", "relu_squared"])
+    x = torch.tensor([-2.0, 3.0])
+    torch.testing.assert_close(model.decoder.layers[0].activation_fn(x), torch.relu(x) ** 2)
