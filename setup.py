@@ -12,7 +12,10 @@ setup(
         "console_scripts": [
             "normformer-build-corpus=fairseq_normformer.cli.build_corpus:main",
             "normformer-convert-fairseq-lm=fairseq_normformer.cli.convert_fairseq_lm:main",
+            "normformer-export-hf=fairseq_normformer.cli.export_hf:main",
             "normformer-user-dir=fairseq_normformer.cli.user_dir:main",
+            "normformer-analyze=fairseq_normformer.cli.analyze:main",
+            "normformer-zero-shot=fairseq_normformer.cli.zero_shot:main",
         ]
     },
 )

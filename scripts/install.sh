@@ -12,7 +12,8 @@ set -euo pipefail
 PY=${1:-python3}
 WITH_TEST=${2:-}
 cd "$(dirname "$0")/.."
-pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | grep -v "^WARNING: Location" || true; }
+# pip's own exit status decides (pipefail); only its noise about missing local index folders is dropped.
+pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }; }
 
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "[install] no torch found: installing torch==2.13.0"
@@ -33,7 +34,7 @@ if [ "$WITH_TEST" = "--test" ]; then
   else
     cp requirements/test.txt "$CONSTRAINTS.test"
   fi
-  pip_install -c "$CONSTRAINTS" -r "$CONSTRAINTS.test"
+  pip_install -c "$CONSTRAINTS" -c requirements/base.txt -r "$CONSTRAINTS.test"
 fi
 rm -f "$CONSTRAINTS" "$CONSTRAINTS.base" "$CONSTRAINTS.test"
 "$PY" -c "import fairseq, fairseq_normformer, numpy, torch; print('[install] fairseq', fairseq.__version__, '| numpy', numpy.__version__, '| torch', torch.__version__)"

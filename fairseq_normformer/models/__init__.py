@@ -1,1 +1,3 @@
 from .normformer_lm import GPT3_SIZES, NormFormerDecoder, NormFormerLanguageModel  # noqa: F401
+from .normformer_bert import NormFormerBertModel  # noqa: F401
+from .normformer_roberta import NormFormerRobertaModel  # noqa: F401

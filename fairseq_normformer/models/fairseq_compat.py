@@ -4,12 +4,10 @@ fairseq's built-in NormFormer flags only take effect when the model is built fro
 Namespace, so a checkpoint's config may claim operations its weights do not have (or the other way
 round). The weights are the truth: the operations are detected from the state dict.
 """
-import argparse
 import logging
 import os
 import re
 
-import torch
 from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 
@@ -66,9 +64,7 @@ def convert_checkpoint(src: str, dst: str) -> dict:
     """Write ``dst``, a normformer_lm checkpoint with the same logits as fairseq checkpoint ``src``."""
     if os.path.exists(dst):
         raise FileExistsError(f"{dst} already exists; refusing to overwrite it")
-    # argparse-era checkpoints pickle a Namespace, which torch>=2.6's weights-only loading refuses.
-    with torch.serialization.safe_globals([argparse.Namespace]):
-        state = checkpoint_utils.load_checkpoint_to_cpu(src)
+    state = checkpoint_utils.load_checkpoint_to_cpu(src)  # (argparse.Namespace is allow-listed: patches/)
     model_name = state["cfg"]["model"].get("_name")
     if model_name != "transformer_lm":
         raise ValueError(f"{src} holds a '{model_name}' model, not fairseq's transformer_lm")

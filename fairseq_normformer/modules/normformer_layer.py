@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from .attention import SelfAttention
 from .layer_config import LayerConfig
-from .layer_norm import LayerNorm
+from .layer_norm import ActivationLayerNorm, LayerNorm
 
 
 class NormFormerLayer(nn.Module):
@@ -34,6 +34,10 @@ class NormFormerLayer(nn.Module):
         self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
         # NormFormer "FFN LN": LayerNorm after the FFN activation, before FC2.
         self.ffn_layernorm = LayerNorm(f, cfg.layernorm_impl) if cfg.scale_fc else nn.Identity()
+        # With --layernorm-impl triton, activation + FFN LN run as one kernel (one pass over memory)
+        # that reads ffn_layernorm's parameters; it has no dropout, so only when activation dropout is 0.
+        fusable = cfg.scale_fc and cfg.activation_dropout == 0.0
+        self.ffn_act_norm = ActivationLayerNorm(cfg.activation_fn, cfg.layernorm_impl) if fusable else None
         self.fc2 = self.build_fc2(f, d)
         # ResScale: λ_resid ⊙ x on the FFN residual (as the authors' fairseq code; §2 of the paper).
         self.w_resid = nn.Parameter(torch.ones(d)) if cfg.scale_resids else None
@@ -65,7 +69,10 @@ class NormFormerLayer(nn.Module):
         return x
 
     def feed_forward(self, x: Tensor) -> Tensor:
-        x = self.activation_dropout_module(self.activation_fn(self.fc1(x)))  # (T, B, F)
+        x = self.fc1(x)  # (T, B, F)
+        if self.ffn_act_norm is not None:
+            return self.fc2(self.ffn_act_norm(x, self.ffn_layernorm))
+        x = self.activation_dropout_module(self.activation_fn(x))
         return self.fc2(self.ffn_layernorm(x))
 
     def _sublayer(self, x: Tensor, norm: nn.Module, fn: Callable, residual_scale: Optional[Tensor] = None):
@@ -99,3 +106,16 @@ class NormFormerDecoderLayer(NormFormerLayer):
         if encoder_out is not None:
             raise ValueError("NormFormerDecoderLayer is decoder-only: it has no encoder attention")
         return super().forward(x, self_attn_padding_mask, incremental_state), None, None
+
+
+class NormFormerEncoderLayer(NormFormerLayer):
+    """NormFormerLayer with the call signature of fairseq's encoder layers, for
+    TransformerEncoderBase (RoBERTa/BERT). Build it with ``LayerConfig(causal=False)``."""
+
+    def forward(self, x, encoder_padding_mask=None, attn_mask=None):
+        if attn_mask is not None:
+            raise ValueError("NormFormerEncoderLayer takes no attn_mask: it masks padding only")
+        return super().forward(x, encoder_padding_mask)
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Called by TransformerEncoderBase; parameter names need no upgrade."""

@@ -1,0 +1,1 @@
+from . import mlm_nsp  # noqa: F401

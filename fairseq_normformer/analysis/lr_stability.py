@@ -1,0 +1,121 @@
+"""The LR stability test (Table 3): warm the learning rate up linearly towards a very large peak
+and find where training breaks, and which operation broke first.
+
+One run is the real ``fairseq-train`` with ``--task language_modeling_analysis``, the polynomial
+schedule's linear warmup over the whole run (``--max-update`` = ``--warmup-updates``) and the
+activation monitor (``analysis/activations.py``):
+- fp32 (CPU or GPU): an activation above the threshold (default 65504, the fp16 maximum) is where
+  fp16 would have produced inf; the run stops there (``--stop-on-activation-overflow``).
+- ``--fp16``/``--memory-efficient-fp16``/``--bf16``/``--amp`` (GPU): the monitor records every
+  overflow and fairseq's loss scaler decides; the run ends when it cannot recover
+  ("Minimum loss scale reached") or the gradients are non-finite.
+The last good update is the last one fairseq logged (``--log-interval 1``); the learning rate
+reached is the one the next, failing, update used.
+"""
+import json
+import shlex
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from .activations import FP16_MAX
+from .training_log import read_training_log
+
+MIXED_PRECISION_FLAGS = ("--fp16", "--memory-efficient-fp16", "--bf16", "--amp")
+# Set by the runner; a user's extra arguments must not repeat them.
+RUNNER_FLAGS = ("--task", "--lr", "--lr-scheduler", "--warmup-updates", "--total-num-update", "--max-update",
+                "--log-format", "--log-interval", "--save-dir", "--user-dir")  # fmt: skip
+
+
+@dataclass
+class StabilityResult:
+    outcome: str  # "diverged" or "stable" (reached the peak learning rate)
+    reason: str
+    peak_lr: float
+    warmup_updates: int
+    last_good_update: int
+    lr_reached: Optional[float]  # the learning rate of the failing update (the peak when stable)
+    first_overflow: Optional[dict]  # update, lr, name, layer, operation, max_abs, threshold
+    log: str
+
+    def describe(self) -> str:
+        if self.outcome == "stable":
+            return f"stable up to the peak lr {self.peak_lr:g} ({self.last_good_update} updates)"
+        where = ""
+        if self.first_overflow:
+            o = self.first_overflow
+            where = f"; first overflow: layer {o['layer']} {o['operation']} at update {o['update']}"
+        lr = "?" if self.lr_reached is None else f"{self.lr_reached:g}"
+        return f"diverged after update {self.last_good_update} at lr {lr} ({self.reason}){where}"
+
+
+def _user_dir() -> str:
+    return str(Path(__file__).resolve().parent.parent)
+
+
+def stability_command(data, out_dir, peak_lr, warmup_updates, threshold, train_args: List[str]) -> List[str]:
+    """The fairseq-train command line of one run."""
+    clashes = [a.split("=")[0] for a in train_args if a.split("=")[0] in RUNNER_FLAGS]
+    if clashes:
+        raise ValueError(f"the LR stability runner sets {', '.join(clashes)} itself; remove them")
+    out_dir = Path(out_dir)
+    stop = [] if any(a in MIXED_PRECISION_FLAGS for a in train_args) else ["--stop-on-activation-overflow"]
+    return [
+        sys.executable, "-m", "fairseq_cli.train", str(data), "--user-dir", _user_dir(),
+        "--task", "language_modeling_analysis",
+        "--activation-overflow-threshold", str(threshold),
+        "--activation-overflow-file", str(out_dir / "overflows.jsonl"), *stop,
+        "--lr", str(peak_lr), "--lr-scheduler", "polynomial_decay",
+        "--warmup-updates", str(warmup_updates), "--total-num-update", str(warmup_updates),
+        "--max-update", str(warmup_updates),
+        "--log-format", "json", "--log-interval", "1", "--save-dir", str(out_dir / "checkpoints"),
+        *train_args,
+    ]  # fmt: skip
+
+
+def summarize(out_dir, peak_lr: float, warmup_updates: int) -> StabilityResult:
+    """Read one run's train.log and overflows.jsonl."""
+    out_dir = Path(out_dir)
+    log = read_training_log(out_dir / "train.log")
+    overflow_file = out_dir / "overflows.jsonl"
+    overflows = [json.loads(line) for line in overflow_file.read_text().splitlines()] if overflow_file.exists() else []
+    last = log.train[-1] if log.train else {}
+    last_good = last.get("num_updates", 0)
+    if log.failure is None:
+        outcome, reason, lr_reached = "stable", "reached the peak learning rate", peak_lr
+    else:
+        outcome = "diverged"
+        reason = "activation overflow" if "ActivationOverflowError" in log.failure else log.failure.split(": ", 1)[-1]
+        # the failing update's lr: recorded with its overflow, else the lr fairseq set after the last good one
+        failing = [o for o in overflows if o["update"] == last_good + 1]
+        lr_reached = failing[0]["lr"] if failing else last.get("lr")
+    first_overflow = overflows[0] if overflows else None
+    return StabilityResult(outcome, reason[:160], peak_lr, warmup_updates, last_good, lr_reached, first_overflow,
+                           str(out_dir / "train.log"))  # fmt: skip
+
+
+def run_lr_stability(data, out_dir, peak_lr: float, warmup_updates: int, train_args: List[str],
+                     threshold: float = FP16_MAX) -> StabilityResult:  # fmt: skip
+    """Run fairseq-train once, write ``out_dir/result.json`` and return the result."""
+    if peak_lr <= 0 or warmup_updates < 1:
+        raise ValueError(f"need a positive peak lr and warmup updates, got {peak_lr} and {warmup_updates}")
+    out_dir = Path(out_dir)
+    if (out_dir / "train.log").exists():
+        raise FileExistsError(f"{out_dir} already holds a run (train.log); choose another directory")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = stability_command(data, out_dir, peak_lr, warmup_updates, threshold, train_args)
+    (out_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+    with open(out_dir / "train.log", "w") as log_file:
+        returncode = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT).returncode
+    result = summarize(out_dir, peak_lr, warmup_updates)
+    if returncode != 0 and result.outcome == "stable":
+        tail = "\n".join((out_dir / "train.log").read_text().splitlines()[-20:])
+        raise RuntimeError(f"fairseq-train failed for another reason than divergence:\n{tail}")
+    (out_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return result
+
+
+def read_result(out_dir) -> StabilityResult:
+    return StabilityResult(**json.loads((Path(out_dir) / "result.json").read_text()))

@@ -1,0 +1,132 @@
+"""Measurement options for ``fairseq-train``, as a task mixin: no fork of fairseq's trainer.
+
+fairseq's Trainer calls ``task.train_step`` for each micro-batch (forward and backward) and
+``task.optimizer_step`` once per update, after gradient accumulation, the all-reduce, the fp16
+unscale factor is known and ``--clip-norm`` is applied. ``AnalysisTaskMixin`` overrides both:
+
+  --grad-norm-interval N [--grad-norm-file F]     Figs. 3 and 5: mean |g| per parameter group
+  --activation-overflow-threshold T               Table 3: first operation with |activation| > T
+      [--activation-overflow-file F] [--stop-on-activation-overflow]   or non-finite
+
+Registered tasks: ``language_modeling_analysis`` and ``masked_lm_analysis`` (fairseq's tasks with
+these options). Another task gains them by adding ``AnalysisOptions`` to its config's bases and
+``AnalysisTaskMixin`` (first) to its class's bases.
+"""
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from fairseq.tasks import register_task
+from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
+from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+
+from .activations import ActivationMonitor, Overflow
+from .grad_norms import GradNormRecorder
+
+logger = logging.getLogger(__name__)
+
+
+class ActivationOverflowError(FloatingPointError):
+    """Raised by --stop-on-activation-overflow: the run is as good as diverged in fp16."""
+
+
+@dataclass
+class AnalysisOptions:
+    grad_norm_interval: int = field(
+        default=0,
+        metadata={"help": "every N updates, log the average L1 norm of each parameter's gradient "
+                  "(Figs. 3 and 5) to the training log and tensorboard; 0: off"},
+    )  # fmt: skip
+    grad_norm_file: Optional[str] = field(
+        default=None, metadata={"help": "also append those norms to this JSON Lines file"}
+    )
+    activation_overflow_threshold: float = field(
+        default=0.0,
+        metadata={"help": "watch each training forward pass for activations (attention logits "
+                  "included) above this magnitude or non-finite, and report the first operation "
+                  "and layer (Table 3); 65504 is the fp16 maximum; 0: off"},
+    )  # fmt: skip
+    activation_overflow_file: Optional[str] = field(
+        default=None, metadata={"help": "append each overflow found to this JSON Lines file"}
+    )
+    stop_on_activation_overflow: bool = field(
+        default=False,
+        metadata={"help": "stop training at the first overflow (an fp32 run emulating fp16)"},
+    )
+
+
+class AnalysisTaskMixin:
+    def __init__(self, cfg, *args, **kwargs):
+        super().__init__(cfg, *args, **kwargs)
+        _check_options(cfg)
+        self.grad_norm_recorder = (
+            GradNormRecorder(cfg.grad_norm_interval, cfg.grad_norm_file) if cfg.grad_norm_interval > 0 else None
+        )
+        self.overflow_threshold = cfg.activation_overflow_threshold or None
+        self.overflow_file = cfg.activation_overflow_file
+        self.stop_on_overflow = cfg.stop_on_activation_overflow
+        if self.overflow_file is not None:
+            Path(self.overflow_file).parent.mkdir(parents=True, exist_ok=True)
+
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, **kwargs):
+        if self.overflow_threshold is None or ignore_grad:
+            return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad, **kwargs)
+        with ActivationMonitor(model, self.overflow_threshold) as monitor:
+            result = super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad, **kwargs)
+        overflow = monitor.first_overflow()
+        if overflow is not None:
+            self._report_overflow(overflow, update_num + 1, optimizer.get_lr())
+        return result
+
+    def optimizer_step(self, optimizer, model, update_num):
+        update = update_num + 1  # the update being made, as fairseq logs it (num_updates)
+        if self.grad_norm_recorder is not None:
+            self.grad_norm_recorder.step(model, optimizer, update)
+        super().optimizer_step(optimizer, model, update_num)
+
+    def _report_overflow(self, overflow: Overflow, update: int, lr: float):
+        message = f"activation overflow at update {update} (lr {lr:.6g}): first in {overflow.describe()}"
+        logger.warning(message)
+        if self.overflow_file is not None:
+            record = {"update": update, "lr": lr, **vars(overflow), "threshold": self.overflow_threshold}
+            with open(self.overflow_file, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        if self.stop_on_overflow:
+            raise ActivationOverflowError(message)
+
+
+def _check_options(cfg):
+    if cfg.grad_norm_interval < 0:
+        raise ValueError(f"--grad-norm-interval must be >= 0, got {cfg.grad_norm_interval}")
+    if cfg.grad_norm_file is not None and cfg.grad_norm_interval == 0:
+        raise ValueError("--grad-norm-file needs --grad-norm-interval N (N >= 1)")
+    if cfg.activation_overflow_threshold < 0:
+        raise ValueError(f"--activation-overflow-threshold must be >= 0, got {cfg.activation_overflow_threshold}")
+    needs_threshold = cfg.activation_overflow_file is not None or cfg.stop_on_activation_overflow
+    if needs_threshold and not cfg.activation_overflow_threshold:
+        raise ValueError(
+            "--activation-overflow-file and --stop-on-activation-overflow need --activation-overflow-threshold "
+            "(e.g. 65504, the fp16 maximum)"
+        )
+
+
+@dataclass
+class LanguageModelingAnalysisConfig(AnalysisOptions, LanguageModelingConfig):
+    pass
+
+
+@register_task("language_modeling_analysis", dataclass=LanguageModelingAnalysisConfig)
+class LanguageModelingAnalysisTask(AnalysisTaskMixin, LanguageModelingTask):
+    """fairseq's ``language_modeling`` with the measurement options."""
+
+
+@dataclass
+class MaskedLMAnalysisConfig(AnalysisOptions, MaskedLMConfig):
+    pass
+
+
+@register_task("masked_lm_analysis", dataclass=MaskedLMAnalysisConfig)
+class MaskedLMAnalysisTask(AnalysisTaskMixin, MaskedLMTask):
+    """fairseq's ``masked_lm`` with the measurement options."""

@@ -1,0 +1,46 @@
+"""Time-to-target (Fig. 2's star): the first validation at which a run (NormFormer) reaches the
+baseline's final validation perplexity, as a fraction of the baseline's updates and wall time.
+"NormFormer reaches the baseline's perplexity 24% faster" is a fraction of 0.76."""
+from dataclasses import asdict, dataclass
+from typing import Optional
+
+from .training_log import TrainingLog
+
+
+@dataclass
+class TimeToTarget:
+    target_ppl: float  # the baseline's final validation perplexity
+    baseline_updates: int  # updates of the baseline's final validation
+    baseline_wall: Optional[float]  # seconds, fairseq's `wall` at that validation
+    hit_update: Optional[int]  # first validation of the other run with ppl <= target; None: never
+    hit_wall: Optional[float]
+    hit_ppl: Optional[float]
+
+    @property
+    def update_fraction(self) -> Optional[float]:
+        return None if self.hit_update is None else self.hit_update / self.baseline_updates
+
+    @property
+    def wall_fraction(self) -> Optional[float]:
+        if self.hit_wall is None or not self.baseline_wall:
+            return None
+        return self.hit_wall / self.baseline_wall
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "update_fraction": self.update_fraction, "wall_fraction": self.wall_fraction}
+
+
+def time_to_target(baseline: TrainingLog, candidate: TrainingLog) -> TimeToTarget:
+    final = baseline.final_valid()
+    target, baseline_updates = final["ppl"], final["num_updates"]
+    candidate.final_valid()  # a clear error when the other run has no validation either
+    hit = next((r for r in candidate.valid if r["ppl"] <= target), None)
+    hit_update = None if hit is None else hit["num_updates"]
+    return TimeToTarget(
+        target_ppl=target,
+        baseline_updates=baseline_updates,
+        baseline_wall=baseline.wall_at(baseline_updates),
+        hit_update=hit_update,
+        hit_wall=None if hit is None else candidate.wall_at(hit_update),
+        hit_ppl=None if hit is None else hit["ppl"],
+    )

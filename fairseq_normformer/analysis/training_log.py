@@ -1,0 +1,101 @@
+"""Read what ``fairseq-train`` printed: per-interval training stats, validation stats, the
+parameter count and a terminal numerical error. Both ``--log-format json`` and ``simple`` work::
+
+    2026-01-01 10:00:00 | INFO | train_inner | {"epoch": 1, ..., "num_updates": "10", "lr": "0.001", "wall": "13"}
+    2026-01-01 10:00:00 | INFO | train_inner | epoch 001:     10 / 113 loss=10.1, ..., num_updates=10, wall=13
+    2026-01-01 10:00:01 | INFO | valid | {"epoch": 1, "valid_ppl": "1036.6", "valid_num_updates": "10"}
+    2026-01-01 10:00:01 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 10.0 | ppl 1036.6 | num_updates 10
+"""
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+_PARAMS = re.compile(r"num\. shared model params: ([\d,]+)")
+_EVAL_LM = re.compile(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+|inf|nan)")
+_KEY_EQ_VALUE = re.compile(r"([\w/.\-]+)=([^,\s]+)")
+# fairseq's terminal numerical failures (trainer, dynamic loss scaler, our --stop-on-activation-overflow)
+_FAILURES = ("gradients are Nan/Inf", "Minimum loss scale reached", "ActivationOverflowError")
+
+
+@dataclass
+class TrainingLog:
+    path: str
+    train: List[dict] = field(default_factory=list)  # train_inner records, in order
+    valid: List[dict] = field(default_factory=list)  # validation records of the chosen subset
+    num_params: Optional[int] = None
+    failure: Optional[str] = None  # the first line naming a numerical failure
+
+    def final_valid(self) -> dict:
+        if not self.valid:
+            raise ValueError(f"{self.path} has no validation results (was validation disabled?)")
+        return self.valid[-1]
+
+    def wall_at(self, update: int) -> Optional[float]:
+        """fairseq's ``wall`` (seconds since training started) of the last training record at or
+        before ``update``; exact when --log-interval divides the validation interval."""
+        walls = [r["wall"] for r in self.train if r.get("num_updates", 0) <= update and "wall" in r]
+        return walls[-1] if walls else None
+
+
+def _number(value):
+    if value is None:
+        return None
+    try:
+        return int(value) if re.fullmatch(r"-?\d+", str(value)) else float(value)
+    except ValueError:
+        return value
+
+
+def _parse_json(payload: str, prefix: str) -> dict:
+    stats = json.loads(payload)
+    return {k[len(prefix) :] if k.startswith(prefix) else k: _number(v) for k, v in stats.items()}
+
+
+def _parse_simple(payload: str) -> dict:
+    if "=" in payload:  # train_inner: "epoch 001:  10 / 113 loss=10.1, ppl=..., num_updates=10"
+        return {k: _number(v) for k, v in _KEY_EQ_VALUE.findall(payload)}
+    stats = {}  # "epoch 001 | valid on 'valid' subset | loss 10.0 | ppl 1036.6 | num_updates 10"
+    for part in payload.split(" | "):
+        key, _, value = part.strip().partition(" ")
+        if value and " " not in value:
+            stats[key] = _number(value)
+    return stats
+
+
+def _parse_stats(payload: str, prefix: str) -> dict:
+    payload = payload.strip()
+    return _parse_json(payload, prefix) if payload.startswith("{") else _parse_simple(payload)
+
+
+def read_training_log(path, subset: str = "valid") -> TrainingLog:
+    """Parse a fairseq-train log (stdout/stderr or --log-file) with the standard line prefix."""
+    log = TrainingLog(str(path))
+    for line in Path(path).read_text(errors="replace").splitlines():
+        if log.failure is None and any(f in line for f in _FAILURES):
+            log.failure = line.strip()
+        parts = line.split(" | ", 3)
+        if len(parts) < 4:
+            continue
+        source, payload = parts[2].strip(), parts[3]
+        if source == "train_inner":
+            log.train.append(_parse_stats(payload, ""))
+        elif source == subset:
+            log.valid.append(_parse_stats(payload, f"{subset}_"))
+        elif log.num_params is None and (match := _PARAMS.search(payload)):
+            log.num_params = int(match.group(1).replace(",", ""))
+    if not log.train and not log.valid and log.failure is None:
+        raise ValueError(
+            f"{path} holds no fairseq-train progress lines ('... | INFO | train_inner | ...'); "
+            "use --log-format json or simple (not tqdm)"
+        )
+    return log
+
+
+def read_eval_lm(path) -> dict:
+    """{"loss": base-2 loss per token, "ppl": perplexity} that ``fairseq-eval-lm`` printed."""
+    match = _EVAL_LM.search(Path(path).read_text(errors="replace"))
+    if match is None:
+        raise ValueError(f"{path} holds no 'Loss (base 2): ..., Perplexity: ...' line of fairseq-eval-lm")
+    return {"loss": float(match.group(1)), "ppl": float(match.group(2))}

@@ -1,0 +1,213 @@
+"""normformer-analyze: the paper's measurements from training outputs (docs/analysis.md).
+
+    normformer-analyze grad-curves    --run Baseline=base.jsonl --run NormFormer=nf.jsonl --out-dir DIR   # Fig. 3
+    normformer-analyze grad-ratio     --baseline Baseline=base.jsonl --run NormFormer=nf.jsonl \
+                                      --window 1:100 --out-dir DIR                                         # Fig. 5
+    normformer-analyze gamma          checkpoint_last.pt --out-dir DIR                                     # Fig. 4
+    normformer-analyze time-to-target --baseline base.log --candidate nf.log --out-dir DIR                 # Fig. 2
+    normformer-analyze lr-stability   DATA --peak-lr 0.1 --warmup-updates 1000 --out-dir DIR -- --arch ...  # Table 3
+    normformer-analyze lr-table       --run Baseline=DIR --run NormFormer=DIR --out table3.md
+    normformer-analyze ppl-table      --run Baseline=base.log --run NormFormer=nf.log --out table.md        # Tables 5-7
+    normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
+"""
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+# One of fairseq's modules calls logging.basicConfig(level=DEBUG) on import: reset it as fairseq_cli does.
+logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, force=True)
+
+from fairseq_normformer.analysis.gamma import added_gammas, load_model_state, summary_rows  # noqa: E402
+from fairseq_normformer.analysis.grad_norms import grad_ratios, read_grad_norms  # noqa: E402
+from fairseq_normformer.analysis.lr_stability import read_result, run_lr_stability  # noqa: E402
+from fairseq_normformer.analysis.plots import (  # noqa: E402
+    plot_gammas,
+    plot_grad_norms,
+    plot_grad_ratios,
+    plot_time_to_target,
+)
+from fairseq_normformer.analysis.report import (  # noqa: E402
+    EVAL_HEADERS,
+    LR_HEADERS,
+    PPL_HEADERS,
+    eval_rows,
+    lr_rows,
+    markdown_table,
+    ppl_rows,
+)
+from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
+from fairseq_normformer.analysis.training_log import read_training_log  # noqa: E402
+
+
+def labelled(text: str):
+    """LABEL=PATH."""
+    label, sep, path = text.partition("=")
+    if not sep or not label or not path:
+        raise argparse.ArgumentTypeError(f"expected LABEL=PATH, got {text!r}")
+    return label, path
+
+
+def update_window(text: str):
+    start, sep, end = text.partition(":")
+    try:
+        window = (int(start), int(end))
+    except ValueError:
+        window = None
+    if not sep or window is None or window[0] > window[1]:
+        raise argparse.ArgumentTypeError(f"expected START:END (updates, START <= END), got {text!r}")
+    return window
+
+
+def _write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def grad_curves(args):
+    start, end = args.updates or (0, float("inf"))
+    runs = {label: [r for r in read_grad_norms(path) if start <= r["update"] <= end] for label, path in args.run}
+    layers = None if args.layers is None else {int(x) for x in args.layers.split(",")}
+    print(plot_grad_norms(runs, Path(args.out_dir) / "fig3_grad_norms.png", args.param, layers))
+
+
+def grad_ratio(args):
+    (base_label, base_path), (label, path) = args.baseline, args.run
+    ratios = grad_ratios(read_grad_norms(path), read_grad_norms(base_path), *args.window)
+    ratios = {local: by_layer for local, by_layer in ratios.items() if local.endswith(args.tensor)}
+    if not ratios:
+        raise ValueError(f"no parameter ending in {args.tensor!r} is in both runs' layers")
+    title = f"{label} / {base_label}, mean |grad| over updates {args.window[0]}-{args.window[1]}"
+    out = Path(args.out_dir)
+    print(plot_grad_ratios(ratios, out / "fig5_grad_ratio.png", title))
+    layers = sorted({layer for by_layer in ratios.values() for layer in by_layer})
+    rows = [[local] + [by_layer.get(layer) for layer in layers] for local, by_layer in ratios.items()]
+    table = markdown_table(["Parameter"] + [f"layer {layer}" for layer in layers], rows)
+    print(_write(out / "fig5_grad_ratio.md", f"{title}\n\n{table}"))
+
+
+def gamma(args):
+    gammas = added_gammas(load_model_state(args.checkpoint))
+    out = Path(args.out_dir)
+    print(plot_gammas(gammas, out / "fig4_gamma.png", args.title))
+    table = markdown_table(["Operation", "Layer", "n", "Mean γ", "Std", "Min", "Max"], summary_rows(gammas))
+    print(_write(out / "fig4_gamma.md", f"Learned γ of {args.checkpoint}\n\n{table}"))
+
+
+def time_to_target(args):
+    baseline, candidate = read_training_log(args.baseline), read_training_log(args.candidate)
+    result, labels = compute_time_to_target(baseline, candidate), tuple(args.labels.split(","))
+    out = Path(args.out_dir)
+    print(plot_time_to_target(baseline, candidate, result, out / "fig2_time_to_target.png", labels))
+    _write(out / "fig2_time_to_target.json", json.dumps(result.as_dict(), indent=2) + "\n")
+    headers = [f"{labels[0]} final valid PPL", f"{labels[0]} updates", f"{labels[1]} reaches it at update",
+               "Fraction of updates", "Fraction of wall time"]  # fmt: skip
+    row = [result.target_ppl, result.baseline_updates, result.hit_update, result.update_fraction, result.wall_fraction]
+    print(_write(out / "fig2_time_to_target.md", markdown_table(headers, [row])))
+
+
+def lr_stability(args):
+    result = run_lr_stability(
+        args.data, args.out_dir, args.peak_lr, args.warmup_updates, args.train_args, args.threshold
+    )
+    print(result.describe())
+
+
+def lr_table(args):
+    results = {label: read_result(path) for label, path in args.run}
+    print(_write(Path(args.out), markdown_table(LR_HEADERS, lr_rows(results))))
+
+
+def ppl_table(args):
+    runs = {label: read_training_log(path) for label, path in args.run}
+    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(PPL_HEADERS, ppl_rows(runs))
+    print(_write(Path(args.out), text))
+
+
+def eval_table(args):
+    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(EVAL_HEADERS, eval_rows(dict(args.run)))
+    print(_write(Path(args.out), text))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="normformer-analyze", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("grad-curves", help="Fig. 3: one parameter's mean |grad| per layer against updates")
+    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=grad-norm file (repeat)")
+    p.add_argument("--param", default="fc2.weight", help="parameter inside each layer (default: fc2.weight)")
+    p.add_argument("--layers", help="comma-separated layers to plot (default: all)")
+    p.add_argument("--updates", type=update_window, help="START:END updates to plot (default: all)")
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=grad_curves)
+
+    p = commands.add_parser("grad-ratio", help="Fig. 5: run/baseline mean |grad| per parameter and layer")
+    p.add_argument("--baseline", type=labelled, required=True, help="LABEL=grad-norm file")
+    p.add_argument("--run", type=labelled, required=True, help="LABEL=grad-norm file")
+    p.add_argument("--window", type=update_window, required=True, help="START:END updates to average over")
+    p.add_argument("--tensor", default="weight", help="only parameters whose name ends so (default: weight)")
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=grad_ratio)
+
+    p = commands.add_parser("gamma", help="Fig. 4: the added operations' learned γ per layer")
+    p.add_argument("checkpoint")
+    p.add_argument("--title")
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=gamma)
+
+    p = commands.add_parser("time-to-target", help="Fig. 2: when a run reaches the baseline's final perplexity")
+    p.add_argument("--baseline", required=True, help="fairseq-train log of the baseline")
+    p.add_argument("--candidate", required=True, help="fairseq-train log of the other run (NormFormer)")
+    p.add_argument("--labels", default="Baseline,NormFormer")
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=time_to_target)
+
+    p = commands.add_parser(
+        "lr-stability",
+        help="Table 3: one warmup-to-divergence run of fairseq-train; its model and batch arguments follow '--'",
+    )
+    p.add_argument("data", help="fairseq-preprocess output directory")
+    p.add_argument("--peak-lr", type=float, required=True)
+    p.add_argument("--warmup-updates", type=int, required=True, help="linear warmup length = run length")
+    p.add_argument("--threshold", type=float, default=65504.0, help="overflow threshold (fp16 maximum)")
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=lr_stability)
+
+    p = commands.add_parser("lr-table", help="Table 3 from lr-stability output directories")
+    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=lr-stability --out-dir")
+    p.add_argument("--out", required=True, help="markdown file to write")
+    p.set_defaults(func=lr_table)
+
+    p = commands.add_parser("ppl-table", help="Tables 5-7: final validation perplexity of each run")
+    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=fairseq-train log")
+    p.add_argument("--title")
+    p.add_argument("--out", required=True, help="markdown file to write")
+    p.set_defaults(func=ppl_table)
+
+    p = commands.add_parser("eval-table", help="Table 8: fairseq-eval-lm perplexity on valid and test")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=directory with train.log, eval_valid.log, eval_test.log")  # fmt: skip
+    p.add_argument("--title")
+    p.add_argument("--out", required=True, help="markdown file to write")
+    p.set_defaults(func=eval_table)
+    return parser
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # fairseq-train arguments follow "--"
+    parser = build_parser()
+    args = parser.parse_args(argv[:cut])
+    args.train_args = argv[cut + 1 :]
+    if args.train_args and args.command != "lr-stability":
+        parser.error(f"only lr-stability takes fairseq-train arguments after '--', not {args.command}")
+    try:
+        args.func(args)
+    except (OSError, ValueError, RuntimeError) as e:
+        sys.exit(f"normformer-analyze {args.command}: error: {e}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,272 @@
+"""``make demo``: a Pre-LN baseline and a NormFormer trained on the standard library's docstrings.
+
+    python -m fairseq_normformer.cli.demo --workdir work/demo
+
+1. builds the corpus (``normformer-build-corpus``; reused when already built),
+2. trains both models with the real ``fairseq-train --user-dir <this package>`` for the same number of
+   updates (``--stop-time-hours`` as a safety net), side by side with ``--threads`` threads each,
+3. scores the valid split with ``fairseq-eval-lm`` and prints a table.
+
+Everything lands under --workdir: ``corpus_*/`` and ``runs/<model>-<hash of the command>/`` (checkpoints,
+``train.log``, ``eval.log``). A finished run with the same command is reused, an interrupted one
+resumes from its checkpoint_last.pt; a changed setting gets a new run directory. See docs/demo.md.
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..data.stdlib_corpus import build_corpus
+from .build_corpus import summary
+from .user_dir import user_dir
+
+NORMFORMER_FLAGS = ["--scale-attn", "--scale-fc", "--scale-heads"]  # the paper's three operations
+FINISHED = "finished"  # marker written in a run directory once fairseq-train exits cleanly
+# "2026-01-01 12:00:00 | INFO | fairseq_cli.train | " or "INFO:fairseq_cli.eval_lm:"
+LOG_PREFIX = re.compile(r"^(?:[\d-]+ [\d:]+ \| )?(?:INFO|WARNING|ERROR)\s*[|:]\s*[\w.]+\s*[|:]\s*")
+
+
+@dataclass
+class Run:
+    name: str
+    model_flags: list
+    lr: float
+    dir: Path = None
+    reused: bool = False  # a finished run of the same command was found
+    results: dict = field(default_factory=dict)
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m fairseq_normformer.cli.demo",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--workdir", type=Path, default=Path("work/demo"))
+    p.add_argument("--updates", type=int, default=600, help="updates for each model (same for both)")
+    p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of both models")
+    p.add_argument("--normformer-lr", type=float, default=None,
+                   help="peak LR of the NormFormer (default: --lr; the paper raises it, see docs/demo.md)")
+    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--embed-dim", type=int, default=128, help="model dim d; the FFN is 4d")
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--tokens-per-sample", type=int, default=128)
+    p.add_argument("--batch-size", type=int, default=16, help="sequences per update")
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--vocab-size", type=int, default=4000, help="SentencePiece vocabulary")
+    p.add_argument("--max-chars", type=int, default=None, help="cap the corpus (default: all of it)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads of each fairseq process")
+    p.add_argument("--jobs", type=int, default=2, help="models trained at the same time")
+    p.add_argument("--stop-time-hours", type=float, default=0.1, help="safety net of each fairseq-train run")
+    return p  # fmt: skip
+
+
+def script(name: str) -> str:
+    """A console script of this Python's environment (fairseq-train, fairseq-eval-lm)."""
+    return str(Path(sys.executable).parent / name)
+
+
+def train_command(run: Run, data_bin: Path, args) -> list:
+    """fairseq-train without --save-dir (see ``with_run_dir``)."""
+    d, updates = args.embed_dim, args.updates
+    return [
+        script("fairseq-train"), str(data_bin), "--user-dir", str(user_dir()),
+        "--task", "language_modeling", "--tokens-per-sample", str(args.tokens_per_sample),
+        "--arch", "normformer_lm", "--decoder-layers", str(args.layers), "--decoder-embed-dim", str(d),
+        "--decoder-ffn-embed-dim", str(4 * d), "--decoder-attention-heads", str(args.heads),
+        "--activation-fn", "gelu", "--share-decoder-input-output-embed", "--dropout", str(args.dropout),
+        *run.model_flags,
+        "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--weight-decay", "0.01", "--clip-norm", "1.0",
+        "--lr", str(run.lr), "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, updates // 10)),
+        "--total-num-update", str(updates), "--max-update", str(updates),
+        "--stop-time-hours", str(args.stop_time_hours), "--batch-size", str(args.batch_size),
+        "--required-batch-size-multiple", "1",  # else fairseq drops a last valid batch of < 8 (issue #5036)
+        "--seed", "1", "--num-workers", "0", "--log-format", "json", "--log-interval", str(max(1, updates // 12)),
+        "--no-epoch-checkpoints",
+    ]  # fmt: skip
+
+
+def eval_command(run: Run, data_bin: Path, args) -> list:
+    """Valid perplexity of checkpoint_last.pt on the training's block size (no extra context)."""
+    return [
+        script("fairseq-eval-lm"), str(data_bin), "--user-dir", str(user_dir()), "--path",
+        str(run.dir / "checkpoint_last.pt"), "--gen-subset", "valid", "--tokens-per-sample",
+        str(args.tokens_per_sample), "--batch-size", str(args.batch_size), "--num-workers", "0",
+    ]  # fmt: skip
+
+
+def fairseq_env(threads: int) -> dict:
+    """torch threads of a fairseq process; unbuffered output so that progress shows as it happens."""
+    threads = str(threads)
+    return {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "PYTHONUNBUFFERED": "1"}
+
+
+# --- Progress -----------------------------------------------------------------------------------
+def condensed(line: str):
+    """A short progress line for fairseq's training log lines worth showing, else None."""
+    if "| train_inner | " in line:
+        s = json.loads(line.split("| train_inner | ", 1)[1])
+        return f"update {s['num_updates']:>5}  loss {s['loss']:>6}  ppl {s['ppl']:>8}  {s['wps']:>7} tokens/s"
+    if "| valid | " in line:
+        s = json.loads(line.split("| valid | ", 1)[1])
+        return f"valid after {s['valid_num_updates']} updates: loss {s['valid_loss']}  ppl {s['valid_ppl']}"
+    for key in ("num. shared model params", "Stopping training", "Loaded checkpoint", "Evaluated", "Perplexity"):
+        if key in line:
+            return LOG_PREFIX.sub("", line).strip()
+    return None
+
+
+class LoggedProcess:
+    """``cmd`` with its output appended to ``log_path``, and a condensed echo of its progress."""
+
+    def __init__(self, cmd: list, log_path: Path, name: str, threads: int):
+        self.log_path, self.name = log_path, name
+        with log_path.open("a", encoding="utf-8") as log:
+            log.write(f"\n$ {shlex.join(cmd)}\n")
+        env = fairseq_env(threads)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        self.echo = threading.Thread(target=self._echo, daemon=True)
+        self.echo.start()
+
+    def _echo(self):
+        with self.log_path.open("a", encoding="utf-8") as log:
+            for line in self.proc.stdout:
+                log.write(line)
+                short = condensed(line)
+                if short:
+                    print(f"  [{self.name:<10}] {short}", flush=True)
+
+    def wait_ok(self, what: str):
+        self.proc.wait()
+        self.echo.join()
+        if self.proc.returncode != 0:
+            tail = "".join(self.log_path.read_text(encoding="utf-8").splitlines(keepends=True)[-30:])
+            raise SystemExit(f"demo: {what} failed (exit {self.proc.returncode}); {self.log_path} ends:\n{tail}")
+
+
+# --- Steps --------------------------------------------------------------------------------------
+def with_run_dir(run: Run, cmd: list, workdir: Path) -> list:
+    """Save into runs/<name>-<hash of the command>: same settings, same directory (reused or resumed)."""
+    digest = hashlib.sha1(json.dumps(cmd).encode()).hexdigest()[:8]
+    run.dir = workdir / "runs" / f"{run.name}-{digest}"
+    run.dir.mkdir(parents=True, exist_ok=True)
+    return cmd + ["--save-dir", str(run.dir)]
+
+
+def train(runs: list, data_bin: Path, args):
+    """fairseq-train for every run not finished yet, ``args.jobs`` at a time."""
+    pending = []
+    for run in runs:
+        cmd = with_run_dir(run, train_command(run, data_bin, args), args.workdir.absolute())
+        run.reused = (run.dir / FINISHED).exists()
+        if run.reused:
+            print(f"  [{run.name:<10}] reusing the finished run in {run.dir}")
+        else:
+            what = "resuming" if (run.dir / "checkpoint_last.pt").exists() else "training"
+            print(f"  [{run.name:<10}] {what} in {run.dir}\n    $ {shlex.join(cmd)}")
+            pending.append((run, cmd))
+    for i in range(0, len(pending), args.jobs):
+        train_side_by_side(pending[i : i + args.jobs], args.threads)
+
+
+def train_side_by_side(jobs: list, threads: int):
+    """Run [(run, command)] at the same time; when one fails, stop the others (checkpoints stay)."""
+    procs = [(run, LoggedProcess(cmd, run.dir / "train.log", run.name, threads)) for run, cmd in jobs]
+    try:
+        for run, proc in procs:
+            proc.wait_ok(f"fairseq-train of {run.name}")
+            (run.dir / FINISHED).touch()
+    finally:
+        for _, proc in procs:
+            if proc.proc.poll() is None:
+                proc.proc.terminate()
+
+
+def last_match(pattern: str, path: Path) -> str:
+    found = re.findall(pattern, path.read_text(encoding="utf-8"))
+    if not found:
+        raise SystemExit(f"demo: no match for {pattern!r} in {path}")
+    return found[-1]
+
+
+def evaluate(run: Run, data_bin: Path, args):
+    """fairseq-eval-lm of the run's checkpoint_last.pt; a reused run keeps its complete eval.log."""
+    log = run.dir / "eval.log"
+    if run.reused and log.exists() and "Perplexity:" in log.read_text(encoding="utf-8"):
+        print(f"  [{run.name:<10}] reusing {log}")
+        return
+    log.unlink(missing_ok=True)
+    proc = LoggedProcess(eval_command(run, data_bin, args), log, run.name, args.threads)
+    proc.wait_ok(f"fairseq-eval-lm of {run.name}")
+
+
+def read_results(run: Run) -> dict:
+    """Parameters and updates from fairseq-train's log; perplexity and speed from fairseq-eval-lm's."""
+    train_log, eval_log = run.dir / "train.log", run.dir / "eval.log"
+    return {
+        "params": int(last_match(r"num\. shared model params: ([\d,]+)", train_log).replace(",", "")),
+        "updates": int(last_match(r'num_updates": "(\d+)"', train_log)),
+        "ppl": float(last_match(r"Perplexity: ([\d.]+|inf|nan)", eval_log)),
+        "tokens_per_s": float(last_match(r"\(([\d.]+) tokens/s\)", eval_log)),
+    }
+
+
+def table(runs: list) -> str:
+    rows = [f"{'model':<12}{'params':>12}{'updates':>9}{'lr':>9}{'valid ppl':>11}{'eval tokens/s':>15}"]
+    for run in runs:
+        r = run.results
+        rows.append(
+            f"{run.name:<12}{r['params']:>12,}{r['updates']:>9}{run.lr:>9.1e}{r['ppl']:>11.2f}"
+            f"{r['tokens_per_s']:>15,.0f}"
+        )
+    return "\n".join(rows)
+
+
+def check_args(args):
+    if args.embed_dim % args.heads:
+        raise SystemExit(f"demo: --embed-dim {args.embed_dim} is not divisible by --heads {args.heads}")
+    for name in ("updates", "layers", "threads", "jobs", "batch_size", "tokens_per_sample"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"demo: --{name.replace('_', '-')} must be at least 1")
+    if args.lr <= 0 or (args.normformer_lr is not None and args.normformer_lr <= 0):
+        raise SystemExit("demo: learning rates must be positive")
+
+
+def main(argv=None):
+    args = get_parser().parse_args(argv)
+    check_args(args)
+    start = time.time()
+    corpus_name = f"corpus_v{args.vocab_size}" + (f"_c{args.max_chars}" if args.max_chars else "")
+    corpus_dir = args.workdir / corpus_name
+    print(f"[1/3] corpus: Python {sys.version.split()[0]} standard-library docstrings -> {corpus_dir}")
+    try:
+        corpus = build_corpus(corpus_dir, fmt="lm", vocab_size=args.vocab_size, max_chars=args.max_chars)
+    except (ValueError, FileExistsError) as e:
+        raise SystemExit(f"demo: {e}")
+    print(summary(corpus.raw_dir.parent))
+    normformer_lr = args.lr if args.normformer_lr is None else args.normformer_lr
+    runs = [Run("preln", [], args.lr), Run("normformer", NORMFORMER_FLAGS, normformer_lr)]
+    print(f"[2/3] fairseq-train: {args.updates} updates each, {args.jobs} at a time, "
+          f"{args.threads} thread(s) each")
+    train(runs, corpus.data_bin, args)
+    print("[3/3] fairseq-eval-lm on the valid split")
+    for run in runs:
+        evaluate(run, corpus.data_bin, args)
+        run.results = read_results(run)
+    print(f"\n{table(runs)}\n")
+    if len({run.results["updates"] for run in runs}) > 1:
+        print("note: --stop-time-hours stopped a run early; the models saw different numbers of updates")
+    if not all(math.isfinite(run.results["ppl"]) for run in runs):
+        print("note: a model diverged (non-finite perplexity)")
+    print(f"valid ppl: per SentencePiece token. The demo took {time.time() - start:.0f}s; "
+          f"logs are in {args.workdir / 'runs'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,212 @@
+"""normformer-export-hf: write a Post-LN ``normformer_bert`` or ``normformer_roberta`` checkpoint as a
+HuggingFace transformers ``save_pretrained`` directory (BertForPreTraining / RobertaForMaskedLM).
+
+    normformer-export-hf CHECKPOINT OUT_DIR [--data DATA_BIN]
+
+Only what transformers' BERT and RoBERTa can represent is exported: Post-LN layers with a
+LayerNorm on the embeddings, no NormFormer operation, learned positions, unscaled embeddings.
+Token ids are the fairseq dictionary's (``vocab.txt`` lists its symbols, one per id). For BERT,
+pass ``token_type_ids`` = 1 after the first ``</s>`` ([SEP]), as ``normformer_bert`` does itself.
+Classification heads are not exported.
+"""
+import argparse
+import logging
+import shutil
+import sys
+import uuid
+from pathlib import Path
+
+from fairseq import checkpoint_utils
+
+from ..models.normformer_bert import NormFormerBertModel
+from ..models.normformer_roberta import NormFormerEncoderOptions, NormFormerRobertaModel
+
+logger = logging.getLogger("normformer_export_hf")
+
+HF_ACTIVATIONS = {"gelu": "gelu", "gelu_accurate": "gelu_new", "relu": "relu", "tanh": "tanh"}
+LAYERNORM_EPS = 1e-5  # fairseq's and torch's LayerNorm default
+
+
+def check_exportable(model):
+    """Raise naming every setting transformers' BERT/RoBERTa cannot represent."""
+    args = model.args
+    problems = [
+        f"--{option.name.replace('_', '-')}"
+        for option in NormFormerEncoderOptions.__dataclass_fields__.values()
+        if option.type is bool and getattr(args, option.name, False)
+    ]
+    if args.encoder_normalize_before:
+        problems.append("--encoder-normalize-before (Pre-LN)")
+    if not args.layernorm_embedding:
+        problems.append("no --layernorm-embedding")
+    if not args.no_scale_embedding or not args.encoder_learned_pos or args.no_token_positional_embeddings:
+        problems.append("scaled embeddings or non-learned positions")
+    if args.activation_fn not in HF_ACTIVATIONS:
+        problems.append(f"--activation-fn {args.activation_fn}")
+    if isinstance(model, NormFormerBertModel) and args.pooler_activation_fn != "tanh":
+        problems.append(f"--pooler-activation-fn {args.pooler_activation_fn} (BERT's pooler is tanh)")
+    if not isinstance(model, NormFormerBertModel) and args.activation_fn != "gelu":
+        problems.append(f"--activation-fn {args.activation_fn} (RoBERTa's LM head is GELU)")
+    if problems:
+        raise ValueError(
+            "transformers' BERT and RoBERTa are Post-LN transformers without NormFormer operations; "
+            f"this checkpoint has: {', '.join(problems)}"
+        )
+
+
+def layer_state_dict(model, hf_prefix: str) -> dict:
+    """Encoder layers: fairseq/NormFormer names -> transformers' BertLayer/RobertaLayer names."""
+    names = {
+        "self_attn.q_proj": "attention.self.query",
+        "self_attn.k_proj": "attention.self.key",
+        "self_attn.v_proj": "attention.self.value",
+        "self_attn.out_proj": "attention.output.dense",
+        "self_attn_layer_norm": "attention.output.LayerNorm",
+        "fc1": "intermediate.dense",
+        "fc2": "output.dense",
+        "final_layer_norm": "output.LayerNorm",
+    }
+    out = {}
+    for i, layer in enumerate(model.encoder.sentence_encoder.layers):
+        for ours, theirs in names.items():
+            module = layer.get_submodule(ours)
+            out[f"{hf_prefix}encoder.layer.{i}.{theirs}.weight"] = module.weight
+            out[f"{hf_prefix}encoder.layer.{i}.{theirs}.bias"] = module.bias
+    return out
+
+
+def lm_head_state_dict(lm_head, hf_prefix: str, transform: str, layer_norm: str) -> dict:
+    return {
+        f"{hf_prefix}{transform}.weight": lm_head.dense.weight,
+        f"{hf_prefix}{transform}.bias": lm_head.dense.bias,
+        f"{hf_prefix}{layer_norm}.weight": lm_head.layer_norm.weight,
+        f"{hf_prefix}{layer_norm}.bias": lm_head.layer_norm.bias,
+        f"{hf_prefix}decoder.weight": lm_head.weight,
+        f"{hf_prefix}decoder.bias": lm_head.bias,
+        f"{hf_prefix}bias": lm_head.bias,
+    }
+
+
+def bert_state_dict(model: NormFormerBertModel) -> dict:
+    """normformer_bert -> transformers.BertForPreTraining parameter names."""
+    enc = model.encoder.sentence_encoder
+    first_position = enc.padding_idx + 1  # fairseq's learned positions start after the padding index
+    state = {
+        "bert.embeddings.word_embeddings.weight": enc.embed_tokens.weight,
+        "bert.embeddings.position_embeddings.weight": enc.embed_positions.weight[first_position:],
+        "bert.embeddings.token_type_embeddings.weight": enc.embed_segments.weight,
+        "bert.embeddings.LayerNorm.weight": enc.layernorm_embedding.weight,
+        "bert.embeddings.LayerNorm.bias": enc.layernorm_embedding.bias,
+        "bert.pooler.dense.weight": model.encoder.pooler.dense.weight,
+        "bert.pooler.dense.bias": model.encoder.pooler.dense.bias,
+        "cls.seq_relationship.weight": model.encoder.nsp_head.weight,
+        "cls.seq_relationship.bias": model.encoder.nsp_head.bias,
+    }
+    state.update(layer_state_dict(model, "bert."))
+    lm_head = model.encoder.lm_head
+    state.update(lm_head_state_dict(lm_head, "cls.predictions.", "transform.dense", "transform.LayerNorm"))
+    return {k: v.detach().clone() for k, v in state.items()}
+
+
+def roberta_state_dict(model: NormFormerRobertaModel) -> dict:
+    """normformer_roberta -> transformers.RobertaForMaskedLM parameter names (same position offset)."""
+    enc = model.encoder.sentence_encoder
+    no_token_types = enc.embed_tokens.weight.new_zeros(1, enc.embed_tokens.embedding_dim)  # RoBERTa has one
+    state = {
+        "roberta.embeddings.word_embeddings.weight": enc.embed_tokens.weight,
+        "roberta.embeddings.position_embeddings.weight": enc.embed_positions.weight,
+        "roberta.embeddings.token_type_embeddings.weight": no_token_types,
+        "roberta.embeddings.LayerNorm.weight": enc.layernorm_embedding.weight,
+        "roberta.embeddings.LayerNorm.bias": enc.layernorm_embedding.bias,
+    }
+    state.update(layer_state_dict(model, "roberta."))
+    state.update(lm_head_state_dict(model.encoder.lm_head, "lm_head.", "dense", "layer_norm"))
+    return {k: v.detach().clone() for k, v in state.items()}
+
+
+def import_transformers():
+    try:
+        import transformers
+    except ImportError as e:
+        raise ValueError("exporting needs HuggingFace transformers (pinned in requirements/test.txt)") from e
+    return transformers
+
+
+def hf_config(model, dictionary):
+    """A transformers BertConfig or RobertaConfig with the model's shape and symbols."""
+    transformers = import_transformers()
+    args, enc = model.args, model.encoder.sentence_encoder
+    is_bert = isinstance(model, NormFormerBertModel)
+    n_positions = enc.embed_positions.weight.size(0) - (enc.padding_idx + 1 if is_bert else 0)
+    config_class = transformers.BertConfig if is_bert else transformers.RobertaConfig
+    return config_class(
+        vocab_size=len(dictionary),
+        hidden_size=args.encoder_embed_dim,
+        num_hidden_layers=args.encoder_layers,
+        num_attention_heads=args.encoder_attention_heads,
+        intermediate_size=args.encoder_ffn_embed_dim,
+        hidden_act=HF_ACTIVATIONS[args.activation_fn],
+        hidden_dropout_prob=args.dropout,
+        attention_probs_dropout_prob=args.attention_dropout,
+        max_position_embeddings=n_positions,
+        type_vocab_size=2 if is_bert else 1,
+        layer_norm_eps=LAYERNORM_EPS,
+        pad_token_id=dictionary.pad(),
+        bos_token_id=dictionary.bos(),
+        eos_token_id=dictionary.eos(),
+        tie_word_embeddings=not args.untie_weights_roberta,
+    )
+
+
+def to_hf_model(model, dictionary):
+    """The transformers model equivalent to ``model`` (a Post-LN normformer_bert or normformer_roberta)."""
+    transformers = import_transformers()
+    check_exportable(model)
+    if isinstance(model, NormFormerBertModel):
+        hf_model, state = transformers.BertForPreTraining(hf_config(model, dictionary)), bert_state_dict(model)
+    elif isinstance(model, NormFormerRobertaModel):
+        hf_model, state = transformers.RobertaForMaskedLM(hf_config(model, dictionary)), roberta_state_dict(model)
+    else:
+        raise ValueError(f"cannot export {type(model).__name__}: only normformer_bert and normformer_roberta")
+    missing, unexpected = hf_model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise RuntimeError(f"parameter mapping incomplete: missing {missing}, unexpected {unexpected}")
+    return hf_model.eval()
+
+
+def export(checkpoint: Path, out_dir: Path, data: str = None) -> Path:
+    """Write ``out_dir`` (which must not exist or be empty) atomically."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise FileExistsError(f"{out_dir} exists and is not empty; choose another directory")
+    overrides = {"data": data} if data else {}
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides=overrides)
+    hf_model = to_hf_model(models[0], task.source_dictionary)
+    tmp = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
+    try:
+        hf_model.save_pretrained(tmp)
+        (tmp / "vocab.txt").write_text("".join(s + "\n" for s in task.source_dictionary.symbols), encoding="utf-8")
+        if out_dir.exists():
+            out_dir.rmdir()
+        tmp.rename(out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def main(argv=None):
+    logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint", type=Path, help="checkpoint (.pt) of normformer_bert or normformer_roberta")
+    parser.add_argument("out_dir", type=Path, help="directory to write (must not exist or be empty)")
+    parser.add_argument("--data", help="the data directory holding dict.txt, if it moved since training")
+    args = parser.parse_args(argv)
+    try:
+        out = export(args.checkpoint, args.out_dir, args.data)
+    except (ValueError, FileExistsError, FileNotFoundError) as e:
+        sys.exit(f"normformer-export-hf: error: {e}")
+    logger.info(f"wrote {out} (load it with transformers' from_pretrained)")
+
+
+if __name__ == "__main__":
+    main()

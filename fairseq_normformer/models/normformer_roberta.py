@@ -1,0 +1,138 @@
+"""``normformer_roberta``: RoBERTa-style masked LMs built from NormFormer layers (paper, Table 2).
+
+fairseq's RobertaModel and RobertaEncoder (token embeddings, learned positions, LM head tied to the
+embeddings, classification heads for ``sentence_prediction``) with the sentence encoder's
+``build_encoder_layer`` overridden, so fairseq's own ``masked_lm`` task and criterion train it.
+Pre-/Post-LN is fairseq's ``--encoder-normalize-before``; the NormFormer switches are read from the
+model's own args (never through TransformerConfig, which drops keys it does not declare).
+"""
+import logging
+from dataclasses import dataclass, field, fields
+
+from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.roberta.model import RobertaEncoder, RobertaModel
+from fairseq.models.roberta.model import base_architecture as roberta_base_architecture
+from fairseq.models.transformer import TransformerEncoder
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.utils import safe_getattr, safe_hasattr
+from omegaconf import OmegaConf
+
+from ..modules import LayerConfig, NormFormerEncoderLayer, resolve_layernorm_impl
+from .normformer_lm import normformer_operations
+from .options import NormFormerOptions
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class NormFormerEncoderOptions(NormFormerOptions, FairseqDataclass):
+    """The NormFormer switches for encoders. (fairseq declares --scale-* only for its LM.)"""
+
+    scale_attn: bool = field(default=False, metadata={"help": "NormFormer Post-Attn LN: LN after self-attention"})
+    scale_fc: bool = field(default=False, metadata={"help": "NormFormer FFN LN: LN after the FFN activation"})
+    scale_heads: bool = field(default=False, metadata={"help": "NormFormer HeadScale (Eq. 3)"})
+    scale_resids: bool = field(default=False, metadata={"help": "λ_resid on the FFN residual (ResScale)"})
+
+
+class NormFormerSentenceEncoder(TransformerEncoder):
+    """fairseq's TransformerEncoder (embeddings, positions, final LN when Pre-LN) with NormFormer layers."""
+
+    def __init__(self, args, dictionary, embed_tokens):
+        layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
+        self.layer_cfg = LayerConfig.from_model_cfg(
+            args, "encoder", normalize_before=args.encoder_normalize_before, causal=False, layernorm_impl=layernorm_impl
+        )
+        super().__init__(args, dictionary, embed_tokens)
+        logger.info(f"NormFormer encoder layers: {self.layer_cfg}")
+
+    def build_encoder_layer(self, cfg):
+        layer = NormFormerEncoderLayer(self.layer_cfg)
+        if cfg.checkpoint_activations:
+            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)
+
+
+class NormFormerRobertaEncoder(RobertaEncoder):
+    sentence_encoder_class = NormFormerSentenceEncoder
+
+    def build_encoder(self, args, dictionary, embed_tokens):
+        encoder = self.sentence_encoder_class(args, dictionary, embed_tokens)
+        encoder.apply(init_bert_params)
+        return encoder
+
+
+@register_model("normformer_roberta")
+class NormFormerRobertaModel(RobertaModel):
+    encoder_class = NormFormerRobertaEncoder
+
+    @staticmethod
+    def add_args(parser):
+        RobertaModel.add_args(parser)
+        # No defaults on the command line, so that presets can fill what the user did not set.
+        gen_parser_from_dataclass(parser, NormFormerEncoderOptions(), delete_default=True)
+
+    @classmethod
+    def build_model(cls, args, task):
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, False)
+        base_architecture(args)
+        if not safe_hasattr(args, "max_positions"):
+            args.max_positions = safe_getattr(args, "tokens_per_sample", None) or task.max_positions()
+        encoder = cls.encoder_class(args, task.source_dictionary)
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, True)
+        return cls(args, encoder)
+
+
+# ---------------------------------------------------------------------------------------------
+# Presets. Each fills only the values the user did not set (safe_getattr), then calls the base.
+# `--arch normformer_roberta` is fairseq's roberta_base (Post-LN); `preln_roberta_*` are the
+# paper's Pre-LN baselines and `normformer_roberta_*` the same with the NormFormer operations.
+# ---------------------------------------------------------------------------------------------
+@register_model_architecture("normformer_roberta", "normformer_roberta")
+def base_architecture(args):
+    for option in fields(NormFormerEncoderOptions):
+        if not option.name.startswith("_"):
+            setattr(args, option.name, safe_getattr(args, option.name, option.default))
+    roberta_base_architecture(args)  # 12 layers, 768, 12 heads, FFN 3072, learned positions, GELU
+
+
+def preln_architecture(args):
+    """Pre-LN as fairseq's roberta_prenorm: no LayerNorm on the embeddings, a final one instead."""
+    args.encoder_normalize_before = safe_getattr(args, "encoder_normalize_before", True)
+    args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", False)
+
+
+def large_size(args):
+    args.encoder_layers = safe_getattr(args, "encoder_layers", 24)
+    args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", 1024)
+    args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4096)
+    args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", 16)
+
+
+@register_model_architecture("normformer_roberta", "preln_roberta_base")
+def preln_roberta_base(args):
+    preln_architecture(args)
+    base_architecture(args)
+
+
+@register_model_architecture("normformer_roberta", "normformer_roberta_base")
+def normformer_roberta_base(args):
+    normformer_operations(args)
+    preln_roberta_base(args)
+
+
+@register_model_architecture("normformer_roberta", "preln_roberta_large")
+def preln_roberta_large(args):
+    large_size(args)
+    preln_roberta_base(args)
+
+
+@register_model_architecture("normformer_roberta", "normformer_roberta_large")
+def normformer_roberta_large(args):
+    normformer_operations(args)
+    preln_roberta_large(args)

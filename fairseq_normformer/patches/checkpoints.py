@@ -1,0 +1,173 @@
+"""Checkpoints that survive SIGKILL, name their corruption, and know their dictionary.
+
+None of these patches depends on the device: they change how checkpoint files are written and
+checked, never what is in a model, an optimizer or a training step.
+"""
+import hashlib
+import os
+import shutil
+import zipfile
+
+import torch
+from fairseq import checkpoint_utils
+from fairseq.file_io import PathManager
+from fairseq.trainer import Trainer
+
+_fairseq_persistent_save = checkpoint_utils.torch_persistent_save
+_fairseq_load_checkpoint_to_cpu = checkpoint_utils.load_checkpoint_to_cpu
+_fairseq_load_model_ensemble_and_task = checkpoint_utils.load_model_ensemble_and_task
+_fairseq_trainer_state_dict = Trainer.state_dict
+_fairseq_trainer_load_checkpoint = Trainer.load_checkpoint
+
+
+# --- atomic writes --------------------------------------------------------------------------------
+def write_atomically(path: str, write) -> None:
+    """``write(file)`` fills a temporary file next to ``path``, which then replaces ``path`` in one
+    step: a reader (or a resume after SIGKILL or power loss) sees the old file or the new one,
+    never a part of one."""
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def torch_persistent_save(obj, filename, async_write: bool = False):
+    """fairseq's save renames a temp file into place without fsync (a crash can leave an empty
+    file). Local files here go through write_atomically; async and remote writes stay fairseq's."""
+    if async_write or PathManager.path_requires_pathmanager(filename):
+        return _fairseq_persistent_save(obj, filename, async_write)
+    write_atomically(filename, lambda f: torch.save(obj, f))
+
+
+class AtomicCopyPathManager(PathManager):
+    """save_checkpoint writes one checkpoint, then *copies* it to checkpoint_last.pt (and
+    checkpoint_best.pt) with shutil.copyfile, which truncates the destination first: SIGKILL during
+    the copy leaves a truncated checkpoint_last.pt, and the next run cannot resume. Local copies
+    here go through write_atomically."""
+
+    @staticmethod
+    def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+        if PathManager.path_requires_pathmanager(dst_path):
+            return PathManager.copy(src_path, dst_path, overwrite)
+        with open(src_path, "rb") as src:
+            write_atomically(dst_path, lambda dst: shutil.copyfileobj(src, dst))
+        return True
+
+
+# --- damaged checkpoints -------------------------------------------------------------------------
+def checkpoint_damage(path: str):
+    """What is wrong with a local checkpoint file, or None. torch.save writes a zip archive with a
+    CRC per record, which torch.load does not check."""
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if not magic:
+        return "the file is empty"
+    if magic != b"PK\x03\x04":
+        return None  # torch's legacy (pre-zip) format: nothing to check
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad_record = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError) as e:
+        return f"not a whole zip archive: {e}"
+    return f"record {bad_record} fails its CRC check" if bad_record else None
+
+
+def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
+    """fairseq loads a checkpoint whose tensor bytes are damaged without a word, and reports a
+    truncated one with torch's "PytorchStreamReader failed reading zip archive", which names
+    neither the file nor the problem. Local files are checked first (one more read of the file)."""
+    if not PathManager.path_requires_pathmanager(path) and os.path.isfile(path):
+        damage = checkpoint_damage(path)
+        if damage:
+            raise RuntimeError(
+                f"checkpoint {path} is truncated or corrupt ({damage}). It was left as it is: resume "
+                "from an intact checkpoint with --restore-file, or move it away"
+            )
+    return _fairseq_load_checkpoint_to_cpu(path, arg_overrides, load_on_all_ranks)
+
+
+# --- dictionaries ---------------------------------------------------------------------------------
+def dictionary_fingerprints(task) -> dict:
+    """{"source"/"target": {"size", "md5"}} of the task's dictionaries (md5 of the symbols in order)."""
+    fingerprints = {}
+    for side in ("source", "target"):
+        dictionary = getattr(task, f"{side}_dictionary", None)
+        if dictionary is not None:
+            md5 = hashlib.md5("\n".join(dictionary.symbols).encode("utf-8")).hexdigest()
+            fingerprints[side] = {"size": len(dictionary), "md5": md5}
+    return fingerprints
+
+
+def recorded_fingerprints(path: str):
+    """The fingerprints a checkpoint was saved with, or None (an older or foreign checkpoint)."""
+    try:  # mmap: reads the small pickled part, not the tensors
+        state = torch.load(path, map_location="cpu", mmap=True)
+    except Exception:  # unreadable: the load that follows (load_checkpoint_to_cpu) names the damage
+        return None
+    return state.get("extra_state", {}).get("dictionaries")
+
+
+def task_data_dir(task) -> str:
+    for cfg in (getattr(task, "cfg", None), getattr(task, "args", None)):  # FairseqTask, LegacyFairseqTask
+        if getattr(cfg, "data", None):
+            return cfg.data
+    return "?"
+
+
+def check_dictionaries(path: str, task) -> None:
+    recorded = recorded_fingerprints(path)
+    if recorded is None:
+        return
+    current = dictionary_fingerprints(task)
+    one_dictionary = current.get("source") == current.get("target")  # language models
+    for side, expected in recorded.items():
+        found = current.get(side)
+        if found is not None and found != expected:
+            name = "dictionary" if one_dictionary else f"{side} dictionary"
+            change = "different symbols" if found["size"] == expected["size"] else f"{expected['size']} symbols"
+            raise ValueError(
+                f"the {name} of data directory {task_data_dir(task)!r} ({found['size']} symbols) does not "
+                f"match the one checkpoint {path} was trained with ({change}): use the data "
+                "directory the checkpoint was trained on"
+            )
+
+
+def trainer_state_dict(self):
+    """Records the dictionaries' fingerprints in every checkpoint (fairseq records none, so resuming
+    or evaluating with another dictionary of the same size silently scrambles the embeddings)."""
+    state = _fairseq_trainer_state_dict(self)
+    state["extra_state"]["dictionaries"] = dictionary_fingerprints(self.task)
+    return state
+
+
+def trainer_load_checkpoint(self, filename, *args, **kwargs):
+    """On resume: a dictionary mismatch is named before fairseq's "size mismatch ... please ensure
+    that the architectures match" (or, at equal sizes, no error at all)."""
+    if self.data_parallel_rank == 0 and os.path.isfile(filename):
+        check_dictionaries(filename, self.task)
+    return _fairseq_trainer_load_checkpoint(self, filename, *args, **kwargs)
+
+
+def load_model_ensemble_and_task(filenames, arg_overrides=None, task=None, *args, **kwargs):
+    """On evaluation (fairseq-eval-lm, -interactive, -generate with --path): same check."""
+    if task is not None:
+        for filename in filenames:
+            if os.path.isfile(filename):
+                check_dictionaries(filename, task)
+    return _fairseq_load_model_ensemble_and_task(filenames, arg_overrides, task, *args, **kwargs)
+
+
+def patch_checkpoints() -> None:
+    checkpoint_utils.torch_persistent_save = torch_persistent_save
+    checkpoint_utils.PathManager = AtomicCopyPathManager
+    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
+    checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
+    Trainer.state_dict = trainer_state_dict
+    Trainer.load_checkpoint = trainer_load_checkpoint

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Figure 2: validation perplexity of a Pre-LN baseline and a NormFormer against updates and wall
+# time; the star marks the first validation at which NormFormer reaches the baseline's final
+# perplexity ("reaches the same perplexity N% faster").
+#
+#   recipes/fig2_time_to_target.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#
+# Writes OUT_DIR/fig2_time_to_target.{png,md,json} and OUT_DIR/commands.sh. The two runs are
+# shared with Figures 3-5 (work/recipes/lm-pair-SCALE, or PAIR=...).
+source "$(dirname "$0")/_lm_common.sh"
+pair_runs
+analyze time-to-target --baseline "$PAIR/baseline/train.log" --candidate "$PAIR/normformer/train.log" \
+  --out-dir "$OUT"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Figure 3: the average L1 norm of the gradient of FC2's weight in each layer, early in training,
+# for a Pre-LN baseline and a NormFormer (the baseline's early layers get much larger gradients).
+#
+#   recipes/fig3_grad_norms.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#
+# EARLY=N plots updates 1..N (paper scale default 10000, tiny 200). Writes OUT_DIR/fig3_grad_norms.png.
+source "$(dirname "$0")/_lm_common.sh"
+pair_runs
+EARLY="${EARLY:-$([ "$SCALE" = paper ] && echo 10000 || echo 200)}"
+analyze grad-curves --run "Baseline=$PAIR/baseline/grad_norms.jsonl" --run "NormFormer=$PAIR/normformer/grad_norms.jsonl" \
+  --param fc2.weight --updates "1:$EARLY" --out-dir "$OUT"

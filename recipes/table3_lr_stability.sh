@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Table 3: the LR stability test. The learning rate warms up linearly towards a very large peak over
+# the whole run; each model stops where it diverges. Reported: the last good update, the learning
+# rate reached, and the operation and layer whose activations first overflowed (> 65504, the fp16
+# maximum, or non-finite), found by forward hooks (normformer-analyze lr-stability, docs/analysis.md).
+#
+#   recipes/table3_lr_stability.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#
+# Paper scale: 125M baseline and NormFormer in fp16 on GPUs (fairseq's loss scaler decides when the
+# run cannot recover); PEAK_LR (default 0.05) and WARMUP (default 10000 updates) are this recipe's
+# choice, the paper's text does not give its schedule. Tiny: fp32 on CPU, stopping at the first
+# activation above 65504; PEAK_LR 2.0 over WARMUP 1000 updates. Writes OUT_DIR/table3.md.
+source "$(dirname "$0")/_lm_common.sh"
+DATA_BIN="$(data_dir)"
+if [ "$SCALE" = paper ]; then
+  PEAK_LR="${PEAK_LR:-0.05}" WARMUP="${WARMUP:-10000}"
+  paper_batch gpt3_small
+  # the runner sets the task, schedule, log format and save dir itself: the batch and model flags only
+  MODEL_ARGS=("${BATCH[@]:0:8}" --sample-break-mode none --required-batch-size-multiple 1 --optimizer adam
+    --adam-betas "(0.9, 0.98)" --adam-eps 1e-08 --weight-decay 0.01 --clip-norm 0.0 --dropout 0.1
+    --attention-dropout 0.1 --fp16 --fp16-init-scale 4 --disable-validation --no-save --seed 1)
+  BASE=(--arch preln_lm_gpt3_small) NF=(--arch normformer_lm_gpt3_small)
+else
+  PEAK_LR="${PEAK_LR:-2.0}" WARMUP="${WARMUP:-1000}"
+  MODEL_ARGS=(--sample-break-mode none --tokens-per-sample 128 --batch-size 16 --optimizer adam
+    --adam-betas "(0.9, 0.98)" --adam-eps 1e-08 --weight-decay 0.01 --clip-norm 0.0 --dropout 0.1
+    --attention-dropout 0.1 --cpu --num-workers 0 --disable-validation --no-save --seed 1)
+  BASE=("${TINY_MODEL[@]}") NF=("${TINY_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
+fi
+
+stability_run() {  # stability_run NAME MODEL_FLAGS...: reuses a finished run (result.json)
+  local dir="$OUT/$1"
+  shift
+  if [ -e "$dir/result.json" ]; then log "$(basename "$dir"): finished before, reused"; return; fi
+  analyze lr-stability "$DATA_BIN" --peak-lr "$PEAK_LR" --warmup-updates "$WARMUP" --out-dir "$dir" \
+    -- "${MODEL_ARGS[@]}" "$@"
+}
+if [ "$DRY_RUN" = 1 ] || ((JOBS == 1)); then
+  stability_run baseline "${BASE[@]}"
+  stability_run normformer "${NF[@]}"
+else
+  stability_run baseline "${BASE[@]}" & PIDS+=($!)
+  stability_run normformer "${NF[@]}" & PIDS+=($!)
+  wait_runs
+fi
+analyze lr-table --run "Baseline=$OUT/baseline" --run "NormFormer=$OUT/normformer" --out "$OUT/table3.md"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Table 5: ablations of NormFormer's operations, one run per row, final validation perplexity.
+#
+#   recipes/table5_ablations.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#
+# Rows: the Pre-LN baseline; NormFormer (Post-Attn LN + FFN LN + HeadScale); NormFormer without each
+# of the three; with ResScale (λ_resid) added; with LN on q, k, v added ("+3 More LN"). Paper scale:
+# 125M (GPT-3 Small), the baseline at its best LR 1e-3 and every NormFormer row at 3e-3 (the
+# authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3, UPDATES=300 each.
+# Writes OUT_DIR/table5.md.
+source "$(dirname "$0")/_lm_common.sh"
+DATA_BIN="$(data_dir)"
+if [ "$SCALE" = paper ]; then
+  paper_batch gpt3_small
+  COMMON=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${BATCH[@]}" --arch preln_lm_gpt3_small)
+  BASE_LR="${LR:-1e-3}" NF_LR="${LR:-3e-3}"
+else
+  tiny_train "${UPDATES:-300}"
+  COMMON=("$DATA_BIN" "${TRAIN[@]}" "${TINY_MODEL[@]}")
+  BASE_LR="${LR:-3e-3}" NF_LR="${LR:-3e-3}"
+fi
+ROWS=(
+  "Baseline (Pre-LN)|$BASE_LR|"
+  "NormFormer|$NF_LR|--scale-attn --scale-fc --scale-heads"
+  "- Post-Attn LN|$NF_LR|--scale-fc --scale-heads"
+  "- FFN LN|$NF_LR|--scale-attn --scale-heads"
+  "- HeadScale|$NF_LR|--scale-attn --scale-fc"
+  "+ ResScale|$NF_LR|--scale-attn --scale-fc --scale-heads --scale-resids"
+  "+ 3 More LN (q, k, v)|$NF_LR|--scale-attn --scale-fc --scale-heads --scale-qkv"
+)
+TABLE_RUNS=()
+for i in "${!ROWS[@]}"; do
+  IFS="|" read -r label lr flags <<<"${ROWS[$i]}"
+  # shellcheck disable=SC2086  # flags is a list of switches
+  train "$OUT/run$i" "${COMMON[@]}" --lr "$lr" $flags
+  TABLE_RUNS+=(--run "$label (lr $lr)=$OUT/run$i/train.log")
+done
+wait_runs
+analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 5, $SCALE scale: final validation perplexity" --out "$OUT/table5.md"

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Table 7: learning rates. The baseline and NormFormer at several peak LRs (and NormFormer with
+# ResScale), final validation perplexity: NormFormer keeps improving at LRs where the baseline stops.
+#
+#   recipes/table7_hparams.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#
+# Paper scale: 125M, the authors' commands (baseline 6e-4 "GPT-3 replicated" and 1e-3 "stronger
+# high-lr baseline"; NormFormer 3e-3, with and without --scale-resids) plus NormFormer at 1e-3.
+# LRS="..." overrides the LR grid for both models. Tiny: LRs 1e-3 3e-3 1e-2, 300 updates each.
+# Writes OUT_DIR/table7.md.
+source "$(dirname "$0")/_lm_common.sh"
+DATA_BIN="$(data_dir)"
+if [ "$SCALE" = paper ]; then
+  paper_batch gpt3_small
+  COMMON=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${BATCH[@]}" --arch preln_lm_gpt3_small)
+  BASE_LRS="${LRS:-6e-4 1e-3}" NF_LRS="${LRS:-1e-3 3e-3}"
+else
+  tiny_train "${UPDATES:-300}"
+  COMMON=("$DATA_BIN" "${TRAIN[@]}" "${TINY_MODEL[@]}")
+  BASE_LRS="${LRS:-1e-3 3e-3 1e-2}" NF_LRS="$BASE_LRS"
+fi
+NORMFORMER=(--scale-attn --scale-fc --scale-heads)
+TABLE_RUNS=()
+for lr in $BASE_LRS; do
+  train "$OUT/baseline-lr$lr" "${COMMON[@]}" --lr "$lr"
+  TABLE_RUNS+=(--run "Baseline, lr $lr=$OUT/baseline-lr$lr/train.log")
+done
+for lr in $NF_LRS; do
+  train "$OUT/normformer-lr$lr" "${COMMON[@]}" "${NORMFORMER[@]}" --lr "$lr"
+  TABLE_RUNS+=(--run "NormFormer, lr $lr=$OUT/normformer-lr$lr/train.log")
+done
+top_lr="${NF_LRS##* }"
+train "$OUT/normformer-resscale-lr$top_lr" "${COMMON[@]}" "${NORMFORMER[@]}" --scale-resids --lr "$top_lr"
+TABLE_RUNS+=(--run "NormFormer + ResScale, lr $top_lr=$OUT/normformer-resscale-lr$top_lr/train.log")
+wait_runs
+analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 7, $SCALE scale: final validation perplexity by learning rate" \
+  --out "$OUT/table7.md"

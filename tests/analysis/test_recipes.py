@@ -1,0 +1,83 @@
+"""The recipes' commands (DRY_RUN=1): every fairseq command parses with fairseq's own parsers, and
+paper-scale runs see the paper's tokens per update."""
+import os
+import shlex
+import subprocess
+
+import pytest
+from fairseq import options
+
+from fairseq_normformer.analysis.lr_stability import stability_command
+from fairseq_normformer.cli.analyze import build_parser
+from tests.conftest import REPO_ROOT
+
+RECIPES = ["fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio", "table3_lr_stability",
+           "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103"]  # fmt: skip
+# Paper: 0.5M tokens per update for 125M and 355M, 1M above (examples/normformer/README.md)
+PAPER_TOKENS = {"gpt3_small": 2**19, "gpt3_medium": 2**19, "gpt3_xl": 2**20, "gpt3_2_7": 2**20}
+
+
+@pytest.fixture(scope="module")
+def commands(tmp_path_factory):
+    """{(recipe, scale): [argv of each command]} written by DRY_RUN=1."""
+    out, found = tmp_path_factory.mktemp("recipes"), {}
+    env = {**os.environ, "DRY_RUN": "1", "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair")}
+    for recipe in RECIPES:
+        for scale in ("paper", "tiny"):
+            run_dir = out / f"{recipe}-{scale}"
+            subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", scale, run_dir], env=env, check=True,
+                           capture_output=True)  # fmt: skip
+            found[recipe, scale] = [shlex.split(line) for line in (run_dir / "commands.sh").read_text().splitlines()]
+    return found
+
+
+def fairseq_train_args(argv):
+    if os.path.basename(argv[0]) == "fairseq-train":
+        return argv[1:]
+    if os.path.basename(argv[0]) == "normformer-analyze" and argv[1] == "lr-stability":
+        cut = argv.index("--")
+        args = build_parser().parse_args(argv[1:cut])
+        cmd = stability_command(args.data, args.out_dir, args.peak_lr, args.warmup_updates, args.threshold, argv[cut + 1 :])
+        return cmd[cmd.index("fairseq_cli.train") + 1 :]
+    return None
+
+
+def test_every_recipe_runs_fairseq_with_arguments_fairseq_accepts(commands):
+    for (recipe, scale), argvs in commands.items():
+        train = [a for a in map(fairseq_train_args, argvs) if a is not None]
+        assert train, (recipe, scale)
+        for argv in train:
+            args = options.parse_args_and_arch(options.get_training_parser(), argv)
+            assert args.task == "language_modeling_analysis"
+            if scale == "paper" and args.arch.startswith(("preln_lm_gpt3", "normformer_lm_gpt3")):
+                size = args.arch.split("_lm_", 1)[1]
+                tokens = args.distributed_world_size * args.batch_size * args.tokens_per_sample * args.update_freq[0]
+                assert tokens == PAPER_TOKENS[size], (recipe, args.arch)
+        for argv in argvs:
+            if os.path.basename(argv[0]) == "fairseq-eval-lm":
+                options.parse_args_and_arch(options.get_eval_lm_parser(), argv[1:])
+            elif os.path.basename(argv[0]) == "normformer-analyze":
+                build_parser().parse_args(argv[1 : argv.index("--") if "--" in argv else None])
+
+
+def test_table5_rows_switch_exactly_their_operations(commands):
+    switches = ("scale_attn", "scale_fc", "scale_heads", "scale_resids", "scale_qkv")
+    for scale in ("paper", "tiny"):
+        rows = []
+        for argv in commands["table5_ablations", scale]:
+            if os.path.basename(argv[0]) == "fairseq-train":
+                args = options.parse_args_and_arch(options.get_training_parser(), argv[1:])
+                rows.append(tuple(s[6:] for s in switches if getattr(args, s, False)))
+        assert rows == [(), ("attn", "fc", "heads"), ("fc", "heads"), ("attn", "heads"), ("attn", "fc"),
+                        ("attn", "fc", "heads", "resids"), ("attn", "fc", "heads", "qkv")]  # fmt: skip
+
+
+def test_paper_scale_needs_data_and_a_whole_update_freq(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "DATA"}
+    script = REPO_ROOT / "recipes" / "table6_sizes.sh"
+    result = subprocess.run(["bash", script, "paper", tmp_path / "a"], env={**env, "DRY_RUN": "1"},
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode != 0 and "set DATA" in result.stderr
+    result = subprocess.run(["bash", script, "paper", tmp_path / "b"], capture_output=True, text=True,
+                            env={**env, "DRY_RUN": "1", "DATA": "/d", "WORLD_SIZE": "3"})  # fmt: skip
+    assert result.returncode != 0 and "not a multiple of world size 3" in result.stderr

@@ -1,0 +1,172 @@
+"""End to end through the real console scripts: fairseq-train, fairseq-eval-lm, fairseq-interactive,
+fairseq-generate and fairseq-hydra-train with ``--user-dir`` pointing at this package."""
+import json
+import math
+import re
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fairseq.data import Dictionary
+
+from tests.cli.lm_params import expected_params
+from tests.conftest import REPO_ROOT, USER_DIR, run_cli
+
+L, D, F, H = 2, 32, 64, 4  # the tiny models' layers, model dim, FFN dim, heads
+NORMFORMER_FLAGS = ["--scale-attn", "--scale-fc", "--scale-heads"]
+
+
+def logged_params(output: str) -> int:
+    return int(re.search(r"num\. shared model params: ([\d,]+)", output).group(1).replace(",", ""))
+
+
+def json_records(output: str, tag: str) -> list:
+    """fairseq's --log-format json records of one kind ('train_inner', 'valid', ...)."""
+    marker = re.compile(rf"(?:\| {tag} \| |\[{tag}\]\[INFO\] - )(\{{.*\}})")
+    return [json.loads(m.group(1)) for m in marker.finditer(output)]
+
+
+def vocab_size(corpus) -> int:
+    return len(Dictionary.load(str(corpus.data_bin / "dict.txt")))
+
+
+def train_args(data_bin, save_dir, *flags, user_dir=USER_DIR):
+    return [
+        "fairseq-train", data_bin, "--user-dir", user_dir, "--task", "language_modeling",
+        "--tokens-per-sample", "64", "--arch", "normformer_lm", "--decoder-layers", L,
+        "--decoder-embed-dim", D, "--decoder-ffn-embed-dim", F, "--decoder-attention-heads", H,
+        "--dropout", "0.0", "--optimizer", "adam", "--lr", "3e-3", "--lr-scheduler", "inverse_sqrt",
+        "--warmup-updates", "5", "--batch-size", "8", "--max-update", "40", "--seed", "1", "--num-workers", "0",
+        "--required-batch-size-multiple", "1",  # else fairseq drops a last batch of < 8 (fairseq issue #5036)
+        "--log-format", "json", "--log-interval", "5", "--no-epoch-checkpoints", "--save-dir", save_dir, *flags,
+    ]  # fmt: skip
+
+
+def cli(args, **kwargs):
+    """run_cli with one torch thread: tiny models gain nothing from more, and two runs can share two cores."""
+    return run_cli(args, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, **kwargs)
+
+
+def run_side_by_side(*arg_lists) -> list:
+    with ThreadPoolExecutor(len(arg_lists)) as pool:
+        return list(pool.map(cli, arg_lists))
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_lm_corpus, tmp_path_factory):
+    """{'preln'|'normformer': (fairseq-train stdout, save dir)} after 40 updates on the tiny corpus."""
+    root = tmp_path_factory.mktemp("train")
+    flags = {"preln": [], "normformer": NORMFORMER_FLAGS}
+    outs = run_side_by_side(*(train_args(tiny_lm_corpus.data_bin, root / n, *f) for n, f in flags.items()))
+    return {name: (out.stdout, root / name) for name, out in zip(flags, outs)}
+
+
+@pytest.mark.parametrize("name", ["preln", "normformer"])
+def test_train_counts_parameters_and_lowers_the_loss(trained, tiny_lm_corpus, name):
+    stdout, save_dir = trained[name]
+    normformer = name == "normformer"
+    expected = expected_params(vocab_size(tiny_lm_corpus), L, D, F, H, tied=False, normformer=normformer)
+    assert logged_params(stdout) == expected
+    losses = [float(r["loss"]) for r in json_records(stdout, "train_inner")]
+    assert len(losses) == 8 and losses[-1] < losses[0] - 1.0, losses
+    assert (save_dir / "checkpoint_last.pt").exists()
+
+
+def test_eval_lm_agrees_with_training_validation(trained, tiny_lm_corpus):
+    stdout, save_dir = trained["normformer"]
+    out = cli(["fairseq-eval-lm", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, "--path",
+                   save_dir / "checkpoint_last.pt", "--gen-subset", "valid", "--tokens-per-sample", "64",
+                   "--batch-size", "8", "--num-workers", "0"])  # fmt: skip
+    text = out.stdout + out.stderr
+    loss, ppl = map(float, re.search(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", text).groups())
+    assert math.isfinite(ppl) and ppl < vocab_size(tiny_lm_corpus)  # better than a uniform guess
+    # fairseq-train validated the same weights on the same blocks (all of them, see train_args) at the end
+    final_valid = json_records(stdout, "valid")[-1]
+    assert final_valid["valid_num_updates"] == "40"
+    assert loss == pytest.approx(float(final_valid["valid_loss"]), abs=1e-3)
+
+
+def test_interactive_continues_a_raw_text_prompt(trained, tiny_lm_corpus):
+    _, save_dir = trained["normformer"]
+    out = cli(["fairseq-interactive", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, "--task",
+                   "language_modeling", "--path", save_dir / "checkpoint_last.pt", "--bpe", "sentencepiece",
+                   "--sentencepiece-model", tiny_lm_corpus.spm_model, "--beam", "1", "--max-len-b", "8"],
+                  input="Return the value of\n").stdout  # fmt: skip
+    source = re.search(r"^S-0\t(.*)$", out, re.M).group(1).split()
+    hypothesis = re.search(r"^H-0\t\S+\t(.*)$", out, re.M).group(1).split()
+    detokenized = re.search(r"^D-0\t\S+\t(.*)$", out, re.M).group(1)
+    assert hypothesis[: len(source)] == source and len(hypothesis) > len(source)
+    assert detokenized.startswith("Return the value of")
+
+
+def test_generate_continues_valid_prefixes(trained, tiny_lm_corpus):
+    _, save_dir = trained["normformer"]
+    out = cli(["fairseq-generate", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, "--task",
+                   "language_modeling", "--path", save_dir / "checkpoint_last.pt", "--gen-subset", "valid",
+                   "--tokens-per-sample", "16", "--prefix-size", "4", "--beam", "1", "--min-len", "8",
+                   "--max-len-b", "8", "--batch-size", "16", "--num-workers", "0", "--num-shards", "8",
+                   "--shard-id", "0"])  # a 1/8 shard of the valid blocks  # fmt: skip
+    out = out.stdout + out.stderr
+    targets = {i: t.replace("<<unk>>", "<unk>") for i, t in re.findall(r"^T-(\d+)\t(.*)$", out, re.M)}
+    hypotheses = {i: h.split() for i, h in re.findall(r"^H-(\d+)\t\S+\t(.*)$", out, re.M)}
+    scores = {i: list(map(float, p.split())) for i, p in re.findall(r"^P-(\d+)\t(.*)$", out, re.M)}
+    n = int(re.search(r"Translated ([\d,]+) sentences", out).group(1).replace(",", ""))
+    assert n > 0 and len(hypotheses) == len(scores) == len(targets) == n
+    for i, tokens in hypotheses.items():  # forced prefix: the reference's first tokens
+        k = min(4, len(tokens))
+        assert tokens[:k] == targets[i].split()[:k]
+        assert len(scores[i]) == len(tokens) + 1 and all(map(math.isfinite, scores[i]))  # + </s>
+    assert any(len(tokens) >= 8 for tokens in hypotheses.values())  # tokens generated after the prefix
+
+
+def test_hydra_train_builds_the_normformer(tiny_lm_corpus, tmp_path):
+    out = cli(["fairseq-hydra-train", "--config-dir", REPO_ROOT / "examples" / "hydra",
+                   "--config-name", "normformer_lm_tiny", f"task.data={tiny_lm_corpus.data_bin}",
+                   f"common.user_dir={USER_DIR}", f"checkpoint.save_dir={tmp_path / 'ckpt'}",
+                   "optimization.max_update=20", "lr_scheduler.total_num_update=20"],
+                  cwd=tmp_path)  # fmt: skip
+    text = out.stdout + out.stderr
+    # examples/hydra/normformer_lm_tiny.yaml: 2 layers, d=64, FFN 256, 4 heads, tied embeddings
+    preln = expected_params(vocab_size(tiny_lm_corpus), 2, 64, 256, 4, tied=True, normformer=False)
+    assert logged_params(text) == preln + 2 * (2 * 64 + 2 * 256) + 2 * 4
+    assert json_records(text, "train_inner")[-1]["num_updates"] == "20"
+    assert (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
+
+
+def test_gpt3_small_presets_differ_by_the_normformer_parameters(tiny_lm_corpus, tmp_path):
+    def build(arch):  # one update on 8 tokens: the model is built, logged and stepped once
+        return ["fairseq-train", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, "--task", "language_modeling",
+                "--arch", arch, "--tokens-per-sample", "8", "--batch-size", "1", "--max-update", "1",
+                "--optimizer", "adam", "--lr", "1e-4", "--no-save", "--disable-validation",
+                "--num-workers", "0", "--save-dir", tmp_path / arch]  # fmt: skip
+
+    outs = run_side_by_side(build("preln_lm_gpt3_small"), build("normformer_lm_gpt3_small"))
+    preln, normformer = (logged_params(out.stdout) for out in outs)
+    assert normformer - preln == 12 * (2 * 768 + 2 * 3072) + 12 * 12
+    vocab = vocab_size(tiny_lm_corpus)
+    assert preln == expected_params(vocab, 12, 768, 3072, 12, tied=True, normformer=False)
+
+
+def test_user_dir_of_a_non_editable_install(tiny_lm_corpus, tmp_path):
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(REPO_ROOT / "fairseq_normformer", src / "fairseq_normformer", ignore=ignore)
+    shutil.copy(REPO_ROOT / "setup.py", src)
+    site = tmp_path / "site"
+    pip_install = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    subprocess.run(pip_install + ["--target", site, src], check=True, capture_output=True)
+    printed = subprocess.run([site / "bin" / "normformer-user-dir"], env={"PYTHONPATH": str(site)}, cwd=tmp_path,
+                             check=True, capture_output=True, text=True).stdout.strip()  # fmt: skip
+    assert printed == str((site / "fairseq_normformer").resolve())
+    # fairseq's --user-dir imports the package from that path (not from this checkout) and trains with it
+    probe = ("import argparse, sys, fairseq.utils; "
+             f"fairseq.utils.import_user_module(argparse.Namespace(user_dir={printed!r})); "
+             "print(sys.modules['fairseq_normformer'].__file__)")  # fmt: skip
+    imported = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert imported.stdout.strip().splitlines()[-1:] == [str(site / "fairseq_normformer" / "__init__.py")], imported
+    args = train_args(tiny_lm_corpus.data_bin, tmp_path / "ckpt", "--max-update", "2", *NORMFORMER_FLAGS,
+                      user_dir=printed)  # fmt: skip
+    out = cli(args, cwd=tmp_path).stdout
+    assert "scale_attn=True" in out and json_records(out, "train")[-1]["train_num_updates"] == "2"

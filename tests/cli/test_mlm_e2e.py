@@ -1,0 +1,161 @@
+"""The masked-LM paths through the real CLIs: MLM+NSP pre-training with each negative strategy
+(recipes/tiny_mlm_nsp.sh for `random`), fine-tuning a NormFormer checkpoint through fairseq's
+sentence_prediction (recipes/table2_glue.sh on the SameDoc task built from the corpus), fairseq's
+own masked_lm task with normformer_roberta, and normformer-export-hf into transformers."""
+import importlib.util
+import re
+import shutil
+import sys
+
+import pytest
+import torch
+import transformers
+from fairseq import checkpoint_utils
+
+from fairseq_normformer.analysis.grad_norms import read_grad_norms
+from fairseq_normformer.cli import export_hf
+
+from ..conftest import REPO_ROOT, USER_DIR, run_cli
+
+TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+        "--encoder-attention-heads", "4"]  # fmt: skip
+TRAIN = ["--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3", "--num-workers", "0",
+         "--log-format", "simple", "--log-interval", "1", "--cpu", "--seed", "1"]  # fmt: skip
+VALID_LINE = re.compile(r"\| valid \| .*")
+BASH = shutil.which("bash")
+
+
+def load_recipe(name):
+    """A Python helper of recipes/, imported from its file (recipes/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "recipes" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_script(args, env: dict):
+    """run_cli with extra environment variables (the recipes' settings)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, str(value))
+        return run_cli(args)
+
+
+def valid_stats(stdout: str) -> dict:
+    line = VALID_LINE.findall(stdout)[-1]
+    return dict(re.findall(r"\| (\w+) ([-\d.]+)", line))
+
+
+def pretrain(data_bin, save_dir, arch, flags, updates=3):
+    return run_cli(["fairseq-train", data_bin, "--user-dir", USER_DIR, "--task", "mlm_nsp", "--criterion", "mlm_nsp",
+                    "--arch", arch, *TINY, "--tokens-per-sample", "64", *TRAIN, "--max-update", updates,
+                    "--save-dir", save_dir, "--no-epoch-checkpoints", *flags]).stdout  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def tiny_recipe(tiny_bert_corpus, tmp_path_factory):
+    """recipes/tiny_mlm_nsp.sh at a tiny size, reusing the session's corpus (same settings)."""
+    work = tmp_path_factory.mktemp("tiny_mlm_nsp")
+    (work / "corpus").symlink_to(tiny_bert_corpus.raw_dir.parent)
+    env = dict(PY=sys.executable, MAX_UPDATE=8, MAX_CHARS=200000, VOCAB_SIZE=1000, SIZE_FLAGS=" ".join(TINY))
+    result = run_script([BASH, REPO_ROOT / "recipes" / "tiny_mlm_nsp.sh", work], env)
+    return work, result.stdout
+
+
+def test_tiny_recipe_trains_baseline_and_normformer_with_random_negatives(tiny_recipe):
+    work, stdout = tiny_recipe
+    table = [line for line in stdout.splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[0] for row in table[1:]] == ["| preln_bert_base", "| normformer_bert_base"]
+    for arch in ("preln_bert_base", "normformer_bert_base"):
+        log = (work / arch / "train.log").read_text()
+        stats = valid_stats(log)
+        assert {"mlm_loss", "mlm_ppl", "mlm_accuracy", "nsp_loss", "nsp_accuracy"} <= stats.keys()
+        assert 0 <= float(stats["nsp_accuracy"]) <= 100 and float(stats["mlm_ppl"]) > 1
+        assert "negatives: random" in log and "single-sentence documents" in log
+        assert (work / arch / "checkpoint_last.pt").exists()
+
+
+@pytest.fixture(scope="module")
+def swap_run(tiny_bert_corpus, tmp_path_factory):
+    """A Post-LN BERT (exportable to transformers) pre-trained with swap negatives and span masking."""
+    save_dir = tmp_path_factory.mktemp("swap_run")
+    flags = ["--nsp-negatives", "swap", "--span-masking"]
+    stdout = pretrain(tiny_bert_corpus.data_bin, save_dir, "postln_bert_base", flags)
+    return save_dir / "checkpoint_last.pt", stdout
+
+
+@pytest.mark.parametrize("negatives", ["same-document", "swap"])
+def test_pretraining_with_each_negative_strategy_logs_mlm_and_nsp_accuracy(
+    tiny_bert_corpus, tmp_path, request, negatives
+):
+    if negatives == "swap":
+        stdout = request.getfixturevalue("swap_run")[1]
+    else:
+        grad_norms = tmp_path / "grad_norms.jsonl"  # mlm_nsp carries the analysis options too
+        stdout = pretrain(tiny_bert_corpus.data_bin, tmp_path, "normformer_bert_base",
+                          ["--nsp-negatives", negatives, "--mask-whole-words", "--no-save",
+                           "--grad-norm-interval", "1", "--grad-norm-file", str(grad_norms)])  # fmt: skip
+        records = read_grad_norms(grad_norms)
+        assert [r["update"] for r in records] == [1, 2, 3]
+        assert any(".fc2." in name for name in records[0]["grad_l1"])
+    assert f"negatives: {negatives}" in stdout
+    assert "mlm_accuracy=" in stdout and "nsp_accuracy=" in stdout  # training lines
+    stats = valid_stats(stdout)
+    assert {"mlm_accuracy", "nsp_accuracy", "mlm_ppl"} <= stats.keys()
+
+
+def test_normformer_checkpoint_fine_tunes_through_sentence_prediction(tiny_recipe, tiny_bert_corpus, tmp_path):
+    work, _ = tiny_recipe
+    glue_dir = tmp_path / "glue"
+    sentence_prediction_data = load_recipe("sentence_prediction_data")
+    sentence_prediction_data.main(["same-document", str(tiny_bert_corpus.raw_dir), "--out", str(glue_dir / "SameDoc"),
+                                   "--pairs", "200"])  # fmt: skip
+    env = dict(
+        PY=sys.executable, CHECKPOINT=str(work / "normformer_bert_base" / "checkpoint_last.pt"),
+        ARCH="normformer_bert_base", MODEL_FLAGS=" ".join(TINY), DATA_BIN=str(tiny_bert_corpus.data_bin),
+        SPM_MODEL=str(tiny_bert_corpus.spm_model), GLUE_DIR=str(glue_dir), OUT=str(tmp_path / "table2"),
+        TASKS="SameDoc", LRS="1e-3", FP16_FLAGS="", TOTAL_UPDATES="6", WARMUP_UPDATES="1", MAX_POSITIONS="128",
+        EXTRA_FLAGS="--num-workers 0 --cpu --log-interval 1",
+    )  # fmt: skip
+    stdout = run_script([BASH, REPO_ROOT / "recipes" / "table2_glue.sh"], env).stdout
+    assert re.search(r"^\| SameDoc \| accuracy \| [\d.]+ \| 1e-3 \| [\d.]+ \|$", stdout, re.M), stdout
+    log = (tmp_path / "table2" / "runs" / "SameDoc" / "lr1e-3" / "train.log").read_text()
+    assert "Loaded checkpoint" in log and "initialised from the pre-trained pooler" in log
+    assert 0 <= float(valid_stats(log)["accuracy"]) <= 100
+
+
+def test_fairseq_masked_lm_task_trains_normformer_roberta(tiny_bert_corpus, tmp_path):
+    stdout = run_cli(["fairseq-train", tiny_bert_corpus.data_bin, "--user-dir", USER_DIR, "--task", "masked_lm",
+                      "--criterion", "masked_lm", "--arch", "normformer_roberta_base", *TINY,
+                      "--tokens-per-sample", "64", *TRAIN, "--max-update", "3", "--save-dir", tmp_path,
+                      "--no-save"]).stdout  # fmt: skip
+    stats = valid_stats(stdout)
+    assert float(stats["ppl"]) > 1 and "NormFormerRobertaModel" in stdout
+
+
+def test_export_hf_writes_a_directory_transformers_loads(swap_run, tmp_path):
+    checkpoint, out = swap_run[0], tmp_path / "hf"
+    export_hf.main([str(checkpoint), str(out)])
+    hf = transformers.BertForPreTraining.from_pretrained(out).eval()
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
+    model, d = models[0].eval(), task.source_dictionary
+    assert (out / "vocab.txt").read_text().splitlines() == d.symbols
+
+    tokens = torch.tensor([[d.bos(), 10, 11, 12, d.eos(), 13, 14, d.eos()]])
+    types = torch.tensor([[0, 0, 0, 0, 0, 1, 1, 1]])
+    ours, extra = model(tokens)
+    theirs = hf(input_ids=tokens, token_type_ids=types)
+    torch.testing.assert_close(ours, theirs.prediction_logits, atol=1e-4, rtol=0)
+    torch.testing.assert_close(extra["nsp_logits"], theirs.seq_relationship_logits, atol=1e-4, rtol=0)
+
+    before = sorted(p.name for p in out.iterdir())  # an existing export is never overwritten
+    with pytest.raises(SystemExit, match="exists and is not empty"):
+        export_hf.main([str(checkpoint), str(out)])
+    assert sorted(p.name for p in out.iterdir()) == before
+
+
+def test_export_hf_names_what_transformers_cannot_represent(tiny_recipe, tmp_path):
+    work, _ = tiny_recipe
+    with pytest.raises(SystemExit, match="--scale-attn, --scale-fc, --scale-heads.*--encoder-normalize-before"):
+        export_hf.main([str(work / "normformer_bert_base" / "checkpoint_last.pt"), str(tmp_path / "hf")])
+    assert not (tmp_path / "hf").exists()

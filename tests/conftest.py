@@ -1,0 +1,43 @@
+"""Shared fixtures: tiny standard-library corpora (built once per session) and ``run_cli``."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fairseq_normformer.data.stdlib_corpus import build_corpus
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+USER_DIR = REPO_ROOT / "fairseq_normformer"  # for --user-dir
+TINY_MAX_CHARS = 200_000
+TINY_VOCAB_SIZE = 1000
+
+
+def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None) -> subprocess.CompletedProcess:
+    """Run the console script ``args[0]`` of this Python's environment (e.g. ``.venv/bin/fairseq-train``)
+    and return the finished process; raise with its stdout and stderr when it fails. ``env`` adds to
+    (or overrides) the current environment; ``input`` is fed to stdin."""
+    cmd = [str(Path(sys.executable).parent / args[0])] + [str(a) for a in args[1:]]
+    env = {**os.environ, **(env or {})}
+    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, input=input)
+    if result.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(cmd)} exited with {result.returncode}\n"
+            f"--- stdout ---\n{result.stdout[-8000:]}\n--- stderr ---\n{result.stderr[-8000:]}"
+        )
+    return result
+
+
+@pytest.fixture(scope="session")
+def tiny_lm_corpus(tmp_path_factory):
+    """CorpusPaths of a ~200k-character corpus, one paragraph a line, 1000-piece vocabulary."""
+    out = tmp_path_factory.mktemp("corpus") / "tiny_lm"
+    return build_corpus(out, fmt="lm", vocab_size=TINY_VOCAB_SIZE, max_chars=TINY_MAX_CHARS)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_corpus(tmp_path_factory):
+    """Same text in BERT's format: one sentence a line, an empty line between documents."""
+    out = tmp_path_factory.mktemp("corpus") / "tiny_bert"
+    return build_corpus(out, fmt="bert", vocab_size=TINY_VOCAB_SIZE, max_chars=TINY_MAX_CHARS)

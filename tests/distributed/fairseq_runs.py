@@ -1,0 +1,79 @@
+"""Running fairseq-train on the tiny corpora, and reading back what it logged and saved."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from ..conftest import USER_DIR
+
+BIN = Path(sys.executable).parent
+
+
+def tiny_lm_args(data_bin, save_dir, *extra) -> list:
+    """A 2-layer NormFormer LM (dim 32) that saves a checkpoint after every update."""
+    return [
+        data_bin, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch", "normformer_lm",
+        "--scale-attn", "--scale-fc", "--scale-heads", "--decoder-layers", "2", "--decoder-embed-dim", "32",
+        "--decoder-ffn-embed-dim", "64", "--decoder-attention-heads", "4", "--tokens-per-sample", "32",
+        "--criterion", "cross_entropy", *common_args(save_dir), *extra,
+    ]  # fmt: skip
+
+
+def tiny_bert_args(data_bin, save_dir, *extra) -> list:
+    """A 2-layer NormFormer BERT (dim 32) trained on masked LM + next-sentence prediction."""
+    return [
+        data_bin, "--user-dir", USER_DIR, "--task", "mlm_nsp", "--criterion", "mlm_nsp",
+        "--arch", "normformer_bert_base", "--encoder-layers", "2", "--encoder-embed-dim", "32",
+        "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4", "--tokens-per-sample", "32",
+        *common_args(save_dir), *extra,
+    ]  # fmt: skip
+
+
+def common_args(save_dir) -> list:
+    return [
+        "--batch-size", "4", "--optimizer", "adam", "--lr", "1e-3", "--num-workers", "0", "--cpu",
+        "--log-format", "json", "--log-interval", "1", "--no-progress-bar", "--disable-validation",
+        "--save-dir", save_dir, "--save-interval-updates", "1", "--no-epoch-checkpoints", "--seed", "7",
+    ]  # fmt: skip
+
+
+def command(args, launcher=()) -> list:
+    """``fairseq-train args``, optionally behind a launcher such as torchrun's arguments."""
+    return [str(a) for a in [*launcher, BIN / "fairseq-train", *args]]
+
+
+def train(args, launcher=(), check=True) -> subprocess.CompletedProcess:
+    """Run fairseq-train to the end; one thread per process (the test machine has 2 cores)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    result = subprocess.run(command(args, launcher), env=env, capture_output=True, text=True, timeout=300)
+    if check:
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result
+
+
+def logged_updates(stdout: str) -> dict:
+    """{update: {stat: value}} of the ``--log-format json --log-interval 1`` lines of a run."""
+    updates = {}
+    for line in stdout.splitlines():
+        if "| train_inner | " in line:
+            stats = json.loads(line.split("| train_inner | ", 1)[1])
+            updates[int(stats["num_updates"])] = stats
+    return updates
+
+
+def interval_checkpoint(save_dir, update: int) -> Path:
+    return Path(save_dir) / f"checkpoint_1_{update}.pt"
+
+
+def logged_loss(checkpoint) -> float:
+    """The loss fairseq logged for the checkpoint's last update, unrounded: the ``val`` of its
+    'train' meter, which the JSON log prints rounded to 3 decimals."""
+    meters = torch.load(checkpoint, map_location="cpu")["extra_state"]["metrics"]["train"]
+    return next(float(state["val"]) for _, name, _, state in meters if name == "loss")
+
+
+def model_weights(checkpoint) -> dict:
+    return torch.load(checkpoint, map_location="cpu")["model"]

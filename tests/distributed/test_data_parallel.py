@@ -1,0 +1,75 @@
+"""Data-parallel training on CPU (gloo): 2 processes follow the trajectory of 1 process with
+--update-freq 2 (the same 2 batches per update, dropout 0), at every update: the causal LM from
+one fairseq-train command (--distributed-world-size 2) and under torchrun, MLM+NSP under torchrun
+(how the processes start does not depend on the task)."""
+import sys
+
+import pytest
+import torch
+
+from .fairseq_runs import (
+    interval_checkpoint,
+    logged_loss,
+    logged_updates,
+    model_weights,
+    tiny_bert_args,
+    tiny_lm_args,
+    train,
+)
+
+UPDATES = 4
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+# The key bias's gradient is 0 in exact arithmetic (softmax is shift-invariant along the keys), so
+# Adam's normalised step turns the rounding noise of the all-reduce into steps of ±lr: not compared.
+ZERO_GRADIENT = "self_attn.k_proj.bias"
+
+
+def assert_same_trajectory(reference_dir, run_dir, run_log):
+    assert sorted(logged_updates(run_log)) == list(range(1, UPDATES + 1))
+    for update in range(1, UPDATES + 1):
+        reference, run = interval_checkpoint(reference_dir, update), interval_checkpoint(run_dir, update)
+        assert logged_loss(run) == pytest.approx(logged_loss(reference), abs=1e-5), f"loss at update {update}"
+        run_weights = model_weights(run)
+        for name, weight in model_weights(reference).items():
+            if not name.endswith(ZERO_GRADIENT):
+                torch.testing.assert_close(run_weights[name], weight, atol=1e-5, rtol=0, msg=name)
+
+
+def one_process_run(args, save_dir):
+    """The reference: 1 process, --update-freq 2."""
+    log = train(args + ["--update-freq", "2"]).stdout
+    assert "distributed init" not in log
+    for update, stats in logged_updates(log).items():  # the checkpoints hold the losses the log prints
+        unrounded = logged_loss(interval_checkpoint(save_dir, update))
+        assert float(stats["loss"]) == pytest.approx(unrounded, abs=5e-4)
+    return save_dir
+
+
+@pytest.fixture(scope="module")
+def lm_reference(tiny_lm_corpus, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("one_process")
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, "--dropout", "0", "--max-update", UPDATES)
+    return one_process_run(args, save_dir)
+
+
+def test_spawned_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--dropout", "0", "--max-update", UPDATES)
+    log = train(args + ["--distributed-world-size", "2", "--distributed-backend", "gloo"]).stdout
+    assert "distributed init (rank 1)" in log
+    assert_same_trajectory(lm_reference, tmp_path, log)
+
+
+def test_torchrun_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--dropout", "0", "--max-update", UPDATES)
+    log = train(args + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
+    assert "distributed init (rank 1): env://" in log
+    assert_same_trajectory(lm_reference, tmp_path, log)
+
+
+def test_mlm_nsp_world_of_two_matches_update_freq_two(tiny_bert_corpus, tmp_path):
+    settings = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0", "--max-update", UPDATES]
+    bert_args = lambda save_dir: tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, *settings)
+    reference = one_process_run(bert_args(tmp_path / "one_process"), tmp_path / "one_process")
+    log = train(bert_args(tmp_path / "two") + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
+    assert "distributed init (rank 1): env://" in log
+    assert_same_trajectory(reference, tmp_path / "two", log)

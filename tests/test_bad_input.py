@@ -1,0 +1,149 @@
+"""Bad input meets an error that names the problem, and leaves existing checkpoints untouched.
+
+The CLIs' entry points (fairseq_cli's cli_main) run in this process: each case fails before
+training, and the exception's message is the last line the CLI prints (checked once for real).
+"""
+import shutil
+import subprocess
+import sys
+
+import pytest
+from fairseq_cli import eval_lm, train
+
+from .conftest import USER_DIR
+from .distributed.fairseq_runs import BIN, tiny_lm_args
+from .distributed.fairseq_runs import train as run_fairseq_train
+
+OTHER_DICTIONARY = r"dictionary of data directory '.*other-data' .* does not match .*checkpoint_last.pt"
+
+
+def run_in_process(cli_main, argv, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["fairseq-cli", *map(str, argv)])
+    cli_main()
+
+
+def lm_args(data_bin, save_dir, *extra):
+    return tiny_lm_args(data_bin, save_dir, "--max-update", "2", *extra)
+
+
+def eval_lm_args(data_bin, checkpoint):
+    return [data_bin, "--path", checkpoint, "--user-dir", USER_DIR, "--cpu", "--batch-size", "2",
+            "--tokens-per-sample", "32"]  # fmt: skip
+
+
+def snapshot(directory) -> dict:
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_lm_corpus, tmp_path_factory):
+    """A save dir with the checkpoints of 2 updates."""
+    save_dir = tmp_path_factory.mktemp("trained")
+    run_fairseq_train(lm_args(tiny_lm_corpus.data_bin, save_dir))
+    return save_dir
+
+
+@pytest.fixture
+def save_dir(trained, tmp_path):
+    """A copy of ``trained``: what a failed run must leave as it found it."""
+    return shutil.copytree(trained, tmp_path / "checkpoints")
+
+
+def data_dir_with_dictionary(data_bin, target, edit):
+    """A copy of ``data_bin`` (the binarized data linked) whose dict.txt lines went through ``edit``."""
+    target.mkdir()
+    for path in data_bin.iterdir():
+        if path.name != "dict.txt":
+            (target / path.name).symlink_to(path)
+    lines = (data_bin / "dict.txt").read_text().splitlines(keepends=True)
+    (target / "dict.txt").write_text("".join(edit(lines)))
+    return target
+
+
+def swap_first_two(lines):  # same size, two symbols exchanged: fairseq would load it silently
+    return [lines[1], lines[0], *lines[2:]]
+
+
+def add_symbol(lines):  # one more symbol: fairseq reports "size mismatch ... architectures match"
+    return [*lines, "extra-symbol 1\n"]
+
+
+def test_missing_data_directory_is_named_by_the_cli(tmp_path):
+    result = subprocess.run(
+        [BIN / "fairseq-train", tmp_path / "no-such-dir", "--user-dir", USER_DIR, "--task", "language_modeling",
+         "--arch", "normformer_lm", "--batch-size", "2", "--optimizer", "adam", "--cpu"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    last_line = result.stderr.strip().splitlines()[-1]
+    assert last_line == f"ValueError: data directory '{tmp_path / 'no-such-dir'}' does not exist"
+
+
+def test_data_directory_without_dictionary(tiny_lm_corpus, tmp_path, monkeypatch):
+    no_dict = tmp_path / "raw-text"
+    no_dict.mkdir()
+    (no_dict / "train.txt").write_text("some raw text\n")
+    with pytest.raises(ValueError, match=r"data directory '.*raw-text' has no dictionary \(dict.txt\)"):
+        run_in_process(train.cli_main, lm_args(no_dict, tmp_path / "save"), monkeypatch)
+
+
+def test_unknown_preset_is_named(tiny_lm_corpus, tmp_path, monkeypatch, capsys):
+    with pytest.raises(SystemExit):
+        args = lm_args(tiny_lm_corpus.data_bin, tmp_path, "--arch", "normformer_lm_gpt3_tiny")
+        run_in_process(train.cli_main, args, monkeypatch)
+    assert "invalid choice: 'normformer_lm_gpt3_tiny'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "switches, message",
+    [
+        (["--amp"], "--amp uses CUDA autocast, which does nothing on CPU"),
+        (["--distributed-world-size", "2"], "--distributed-backend nccl .* needs CUDA GPUs"),
+    ],
+)
+def test_switches_that_cannot_work_on_cpu(switches, message, tiny_lm_corpus, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=message):
+        run_in_process(train.cli_main, lm_args(tiny_lm_corpus.data_bin, tmp_path, *switches), monkeypatch)
+
+
+@pytest.mark.parametrize("edit", [swap_first_two, add_symbol])
+def test_resume_with_another_dictionary(edit, save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
+    other = data_dir_with_dictionary(tiny_lm_corpus.data_bin, tmp_path / "other-data", edit)
+    before = snapshot(save_dir)
+    with pytest.raises(ValueError, match=OTHER_DICTIONARY):
+        run_in_process(train.cli_main, lm_args(other, save_dir, "--max-update", "3"), monkeypatch)
+    assert snapshot(save_dir) == before
+
+
+@pytest.mark.parametrize("edit", [swap_first_two, add_symbol])
+def test_evaluate_with_another_dictionary(edit, save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
+    other = data_dir_with_dictionary(tiny_lm_corpus.data_bin, tmp_path / "other-data", edit)
+    before = snapshot(save_dir)
+    with pytest.raises(ValueError, match=OTHER_DICTIONARY):
+        run_in_process(eval_lm.cli_main, eval_lm_args(other, save_dir / "checkpoint_last.pt"), monkeypatch)
+    assert snapshot(save_dir) == before
+
+
+def truncate(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def test_resume_from_truncated_checkpoint(save_dir, tiny_lm_corpus, monkeypatch):
+    truncate(save_dir / "checkpoint_last.pt")
+    before = snapshot(save_dir)
+    with pytest.raises(RuntimeError, match=r"checkpoint .*checkpoint_last.pt is truncated or corrupt"):
+        args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3")
+        run_in_process(train.cli_main, args, monkeypatch)
+    assert snapshot(save_dir) == before
+
+
+def test_evaluate_corrupt_checkpoint(save_dir, tiny_lm_corpus, monkeypatch):
+    checkpoint = save_dir / "checkpoint_1_1.pt"
+    content = bytearray(checkpoint.read_bytes())
+    middle = len(content) // 2
+    content[middle : middle + 64] = bytes(b ^ 0xFF for b in content[middle : middle + 64])  # flipped bits
+    checkpoint.write_bytes(bytes(content))  # torch.load alone would load it without a word
+    before = snapshot(save_dir)
+    with pytest.raises(RuntimeError, match=r"checkpoint .*checkpoint_1_1.pt is truncated or corrupt"):
+        run_in_process(eval_lm.cli_main, eval_lm_args(tiny_lm_corpus.data_bin, checkpoint), monkeypatch)
+    assert snapshot(save_dir) == before

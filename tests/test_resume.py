@@ -1,0 +1,131 @@
+"""Resume after SIGKILL: checkpoint_last.pt is never corrupt, and the resumed run reproduces the
+uninterrupted one exactly (every logged loss, the final weights), for the causal LM and for
+MLM+NSP (whose data order, NSP pairs and masking must come back too). Dropout is on."""
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from fairseq import checkpoint_utils
+
+import fairseq_normformer  # noqa: F401  (applies its fairseq patches in this process)
+
+from .distributed.fairseq_runs import (
+    command,
+    logged_updates,
+    model_weights,
+    tiny_bert_args,
+    tiny_lm_args,
+    train,
+)
+
+# Where a kill lands, found from the line fairseq-train has just printed (then a random delay):
+KILL_POINTS = {
+    "training": lambda line, update: f'"num_updates": "{update}"' in line,  # in the next update or save
+    "saving": lambda line, update: "Saving checkpoint to" in line and f"_{update}.pt" in line,  # in torch.save
+    "copying": lambda line, update: "Finished saving checkpoint to" in line and f"_{update}.pt" in line,
+}  # "copying": fairseq copies checkpoint_1_N.pt to checkpoint_last.pt next
+
+
+def train_until_killed(args, point: str, update: int, delay: float) -> str:
+    """Start fairseq-train and SIGKILL it ``delay`` seconds after it prints the line of ``point``
+    at ``update``; returns what it printed."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(command(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    printed = []
+    for line in proc.stdout:
+        printed.append(line)
+        if KILL_POINTS[point](line, update):
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+            break
+    printed.append(proc.communicate(timeout=60)[0])
+    assert proc.returncode == -signal.SIGKILL, f"not killed at {point} {update}:\n" + "".join(printed)[-3000:]
+    return "".join(printed)
+
+
+def saved_updates(save_dir: Path) -> int:
+    """The update checkpoint_last.pt was saved at, which must load (0: none saved yet)."""
+    last = save_dir / "checkpoint_last.pt"
+    if not last.exists():
+        return 0
+    return torch.load(last, map_location="cpu")["optimizer_history"][-1]["num_updates"]
+
+
+def kill_and_resume(args, save_dir: Path, updates: int, kills: int, seed: int) -> dict:
+    """Up to ``kills`` runs killed at seeded random points after the update they resume from,
+    then one run to the end. Returns {update: logged stats} of all runs; an update logged twice
+    (redone after a kill before its checkpoint) must have the same loss both times."""
+    rng = random.Random(seed)
+    logs = []
+    for _ in range(kills):
+        resumed_from = saved_updates(save_dir)
+        if resumed_from >= updates - 1:
+            break
+        point, update = rng.choice(list(KILL_POINTS)), rng.randint(resumed_from + 1, updates - 1)
+        logs.append(train_until_killed(args, point, update, delay=rng.uniform(0, 0.02)))
+    saved_updates(save_dir)  # the last kill left a loadable checkpoint_last.pt too
+    logs.append(train(args).stdout)
+    assert "Loaded checkpoint" in logs[-1]
+    merged = {}
+    for log in logs:
+        for update, stats in logged_updates(log).items():
+            first = merged.setdefault(update, stats)
+            assert first["loss"] == stats["loss"], f"update {update} redone differently"
+    return merged
+
+
+def assert_reproduces(reference_log: str, reference_dir: Path, resumed: dict, resumed_dir: Path, updates: int):
+    reference = logged_updates(reference_log)
+    assert sorted(reference) == sorted(resumed) == list(range(1, updates + 1))
+    for update in reference:
+        assert resumed[update]["loss"] == reference[update]["loss"], f"loss at update {update}"
+    resumed_weights = model_weights(resumed_dir / "checkpoint_last.pt")
+    for name, weight in model_weights(reference_dir / "checkpoint_last.pt").items():
+        assert torch.equal(resumed_weights[name], weight), name
+
+
+@pytest.mark.parametrize("task, updates, kills, seed", [("lm", 6, 2, 0), ("mlm_nsp", 5, 1, 5)])
+def test_sigkill_and_resume_reproduce_the_uninterrupted_run(task, updates, kills, seed, request, tmp_path):
+    """The seeds pick kills while saving and while copying to checkpoint_last.pt (LM), and while
+    copying (MLM+NSP)."""
+    corpus = request.getfixturevalue("tiny_lm_corpus" if task == "lm" else "tiny_bert_corpus")
+    make_args = tiny_lm_args if task == "lm" else tiny_bert_args
+    args = lambda save_dir: make_args(corpus.data_bin, save_dir, "--dropout", "0.1", "--max-update", updates)
+    reference_dir, resumed_dir = tmp_path / "uninterrupted", tmp_path / "killed"
+    reference_log = train(args(reference_dir)).stdout
+    resumed = kill_and_resume(args(resumed_dir), resumed_dir, updates, kills, seed)
+    assert_reproduces(reference_log, reference_dir, resumed, resumed_dir, updates)
+
+
+def copy_forever(src_paths, dst):
+    """Overwrite ``dst`` with each source in turn, the way save_checkpoint writes checkpoint_last.pt."""
+    while True:
+        for src in src_paths:
+            checkpoint_utils.PathManager.copy(src, dst, overwrite=True)
+
+
+def test_sigkill_during_the_copy_to_checkpoint_last_leaves_a_whole_file(tmp_path):
+    """save_checkpoint copies the new checkpoint over checkpoint_last.pt; fairseq's plain copy,
+    killed midway, leaves it truncated. Kills at random moments of a copy loop (which spends
+    nearly all its time copying) must always leave one whole source."""
+    sources = [tmp_path / "a.pt", tmp_path / "b.pt"]
+    for i, src in enumerate(sources):
+        src.write_bytes(bytes([i + 1]) * (32 << 20))
+    dst = tmp_path / "checkpoint_last.pt"
+    dst.write_bytes(sources[0].read_bytes())
+    rng = random.Random(0)
+    for _ in range(4):
+        copier = multiprocessing.get_context("fork").Process(target=copy_forever, args=(sources, dst))
+        copier.start()
+        time.sleep(rng.uniform(0.1, 0.4))
+        os.kill(copier.pid, signal.SIGKILL)
+        copier.join()
+        content = dst.read_bytes()
+        whole_source = len(content) == 32 << 20 and content.count(content[:1]) == len(content)
+        assert whole_source, "a partial checkpoint_last.pt"
