@@ -96,6 +96,18 @@ tiny_train() {  # tiny_train MAX_UPDATE: into the array TRAIN
 # train RUN_DIR FAIRSEQ_TRAIN_ARGS...: fairseq-train into RUN_DIR (train.log, checkpoints/), in the
 # background when JOBS > 1; a finished run is reused.
 PIDS=()
+small_baseline_common() {  # into COMMON: data + training flags + the 125M Pre-LN shape (paper) or TINY_MODEL (tiny)
+  local data_bin
+  data_bin="$(data_dir)"
+  if [ "$SCALE" = paper ]; then
+    paper_batch gpt3_small
+    COMMON=("$data_bin" "${PAPER_TRAIN[@]}" "${BATCH[@]}" --arch preln_lm_gpt3_small)
+  else
+    tiny_train "${UPDATES:-300}"
+    COMMON=("$data_bin" "${TRAIN[@]}" "${TINY_MODEL[@]}")
+  fi
+}
+
 train() {
   local dir="$1"
   shift

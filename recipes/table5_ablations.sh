@@ -9,14 +9,10 @@
 # authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3, UPDATES=300 each.
 # Writes OUT_DIR/table5.md.
 source "$(dirname "$0")/_lm_common.sh"
-DATA_BIN="$(data_dir)"
+small_baseline_common
 if [ "$SCALE" = paper ]; then
-  paper_batch gpt3_small
-  COMMON=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${BATCH[@]}" --arch preln_lm_gpt3_small)
   BASE_LR="${LR:-1e-3}" NF_LR="${LR:-3e-3}"
 else
-  tiny_train "${UPDATES:-300}"
-  COMMON=("$DATA_BIN" "${TRAIN[@]}" "${TINY_MODEL[@]}")
   BASE_LR="${LR:-3e-3}" NF_LR="${LR:-3e-3}"
 fi
 ROWS=(

@@ -9,14 +9,10 @@
 # LRS="..." overrides the LR grid for both models. Tiny: LRs 1e-3 3e-3 1e-2, 300 updates each.
 # Writes OUT_DIR/table7.md.
 source "$(dirname "$0")/_lm_common.sh"
-DATA_BIN="$(data_dir)"
+small_baseline_common
 if [ "$SCALE" = paper ]; then
-  paper_batch gpt3_small
-  COMMON=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${BATCH[@]}" --arch preln_lm_gpt3_small)
   BASE_LRS="${LRS:-6e-4 1e-3}" NF_LRS="${LRS:-1e-3 3e-3}"
 else
-  tiny_train "${UPDATES:-300}"
-  COMMON=("$DATA_BIN" "${TRAIN[@]}" "${TINY_MODEL[@]}")
   BASE_LRS="${LRS:-1e-3 3e-3 1e-2}" NF_LRS="$BASE_LRS"
 fi
 NORMFORMER=(--scale-attn --scale-fc --scale-heads)
