@@ -35,7 +35,7 @@ from fairseq_cli import eval_lm
 from torch.profiler import ProfilerActivity, profile
 
 import fairseq_normformer
-from fairseq_normformer.data.stdlib_corpus import build_corpus
+from fairseq_normformer.corpus.stdlib import build_corpus
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = REPO_ROOT / "fairseq_normformer"

@@ -23,7 +23,7 @@ import numpy as np
 from fairseq import options
 from fairseq_cli import preprocess
 
-from fairseq_normformer.data.stdlib_corpus import encode_pieces
+from fairseq_normformer.corpus.stdlib import encode_pieces
 
 
 @dataclass(frozen=True)

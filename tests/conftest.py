@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_normformer.data.stdlib_corpus import build_corpus
+from fairseq_normformer.corpus.stdlib import build_corpus
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = REPO_ROOT / "fairseq_normformer"  # for --user-dir

@@ -1,4 +1,3 @@
-"""Measurements of the paper: gradient norms (Figs. 3, 5), learned γ (Fig. 4), the LR stability
-test (Table 3) and time-to-target (Fig. 2). Importing it registers the ``*_analysis`` tasks;
-plotting (matplotlib) is imported only by the modules that plot."""
-from . import tasks  # noqa: F401
+"""Offline analysis of finished runs: gradient-norm curves and ratios (Figs. 3, 5), learned γ
+(Fig. 4), time-to-target (Fig. 2), fairseq log reading and the paper's tables. Nothing here runs
+during training (that is instrumentation/); plotting (matplotlib) is imported only by plots.py."""

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from fairseq import checkpoint_utils
 
-from .param_groups import ADDED_GAMMAS, param_group
+from ..instrumentation.param_groups import ADDED_GAMMAS, param_group
 
 Gammas = Dict[str, Dict[int, np.ndarray]]  # operation label -> layer -> values
 

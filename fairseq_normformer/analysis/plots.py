@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .gamma import Gammas  # noqa: E402
-from .param_groups import param_group  # noqa: E402
+from ..instrumentation.param_groups import param_group  # noqa: E402
 from .time_to_target import TimeToTarget  # noqa: E402
 from .training_log import TrainingLog  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Markdown tables with the paper's columns, from training logs and runner results."""
 from typing import Dict, List, Sequence
 
-from .lr_stability import StabilityResult
+from ..runs.lr_stability import StabilityResult
 from .training_log import TrainingLog, read_eval_lm, read_training_log
 
 

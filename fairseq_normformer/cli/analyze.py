@@ -20,8 +20,8 @@ from pathlib import Path
 logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, force=True)
 
 from fairseq_normformer.analysis.gamma import added_gammas, load_model_state, summary_rows  # noqa: E402
-from fairseq_normformer.analysis.grad_norms import grad_ratios, read_grad_norms  # noqa: E402
-from fairseq_normformer.analysis.lr_stability import read_result, run_lr_stability  # noqa: E402
+from fairseq_normformer.analysis.grad_curves import grad_ratios, read_grad_norms  # noqa: E402
+from fairseq_normformer.runs.lr_stability import read_result, run_lr_stability  # noqa: E402
 from fairseq_normformer.analysis.plots import (  # noqa: E402
     plot_gammas,
     plot_grad_norms,

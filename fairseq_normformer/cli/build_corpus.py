@@ -8,7 +8,7 @@ see docs/data.md. A complete corpus with the same settings in DIR is reused.
 import argparse
 from pathlib import Path
 
-from ..data.stdlib_corpus import FORMATS, MARKER, SPLITS, build_corpus, read_manifest
+from ..corpus.stdlib import FORMATS, MARKER, SPLITS, build_corpus, read_manifest
 
 
 def get_parser() -> argparse.ArgumentParser:

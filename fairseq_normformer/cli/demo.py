@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..data.stdlib_corpus import build_corpus
+from ..corpus.stdlib import build_corpus
 from .build_corpus import summary
 from .user_dir import user_dir
 

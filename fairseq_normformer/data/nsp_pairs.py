@@ -27,7 +27,7 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset
 
-from ..models.normformer_bert import IS_NEXT, NOT_NEXT
+IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as HuggingFace's BertForPreTraining (the head's logit order)
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,6 @@ from .normformer_roberta import (
 logger = logging.getLogger(__name__)
 
 NUM_SEGMENTS = 2  # BERT's token types: sentence A, sentence B
-IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as HuggingFace's BertForPreTraining
 
 
 def segment_ids(src_tokens: Tensor, sep: int) -> Tensor:

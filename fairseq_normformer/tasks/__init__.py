@@ -1,1 +1,1 @@
-from . import mlm_nsp  # noqa: F401
+from . import analysis, mlm_nsp  # noqa: F401

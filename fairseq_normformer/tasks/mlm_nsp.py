@@ -18,7 +18,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
-from ..analysis.tasks import AnalysisOptions, AnalysisTaskMixin
+from ..instrumentation.task_mixin import AnalysisOptions, AnalysisTaskMixin
 from ..data.masking import MaskedPairDataset, Masker, MaskingConfig
 from ..data.nsp_pairs import NEGATIVE_STRATEGIES, NspPairDataset, check_tokens_per_sample
 

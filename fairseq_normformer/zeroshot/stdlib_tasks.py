@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Dict, List
 
-from ..data.stdlib_corpus import sentences
+from ..corpus.stdlib import sentences
 
 MIN_WORDS, MAX_WORDS, MAX_CHARS = 5, 30, 200
 MIN_PROSE = 0.85  # share of letters and spaces: keeps prose, drops code-like sentences (many tokens)

@@ -8,8 +8,9 @@ import pytest
 import torch
 from tensorboardX.proto import event_pb2
 
-from fairseq_normformer.analysis.grad_norms import METRIC_PREFIX, read_grad_norms
-from fairseq_normformer.analysis.lr_stability import stability_command
+from fairseq_normformer.analysis.grad_curves import read_grad_norms
+from fairseq_normformer.instrumentation.grad_norms import METRIC_PREFIX
+from fairseq_normformer.runs.lr_stability import stability_command
 from fairseq_normformer.cli.analyze import main as analyze
 from tests.conftest import USER_DIR, run_cli
 

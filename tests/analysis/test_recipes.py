@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from fairseq import options
 
-from fairseq_normformer.analysis.lr_stability import stability_command
+from fairseq_normformer.runs.lr_stability import stability_command
 from fairseq_normformer.cli.analyze import build_parser
 from tests.conftest import REPO_ROOT
 

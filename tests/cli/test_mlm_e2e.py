@@ -12,7 +12,7 @@ import torch
 import transformers
 from fairseq import checkpoint_utils
 
-from fairseq_normformer.analysis.grad_norms import read_grad_norms
+from fairseq_normformer.analysis.grad_curves import read_grad_norms
 from fairseq_normformer.cli import export_hf
 
 from ..conftest import REPO_ROOT, USER_DIR, run_cli

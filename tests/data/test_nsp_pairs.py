@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fairseq_normformer.data.nsp_pairs import NspPairDataset, find_documents
-from fairseq_normformer.models.normformer_bert import IS_NEXT, NOT_NEXT
+from fairseq_normformer.data.nsp_pairs import IS_NEXT, NOT_NEXT
 
 from .nsp_corpora import PlacedCorpus, split_pair
 

@@ -6,7 +6,7 @@ from fairseq.data import Dictionary, indexed_dataset
 from fairseq.tasks.sentence_prediction import SentencePredictionTask
 from omegaconf import OmegaConf
 
-from fairseq_normformer.models.normformer_bert import IS_NEXT, NOT_NEXT
+from fairseq_normformer.data.nsp_pairs import IS_NEXT, NOT_NEXT
 from fairseq_normformer.tasks.mlm_nsp import MlmNspConfig, MlmNspTask
 
 

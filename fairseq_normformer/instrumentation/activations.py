@@ -15,6 +15,7 @@ from typing import List, Optional, Tuple
 import torch
 from torch import Tensor, nn
 
+from ..modules.attention import SelfAttention
 from .param_groups import strip_wrappers
 
 FP16_MAX = float(torch.finfo(torch.float16).max)  # 65504
@@ -55,10 +56,6 @@ def _is_watched(module: nn.Module) -> bool:
     return not isinstance(module, _SKIPPED) and "Dropout" not in type(module).__name__
 
 
-def _is_attention(module: nn.Module) -> bool:
-    return all(hasattr(module, a) for a in ("q_ln", "k_ln", "num_heads", "head_dim"))
-
-
 def max_abs_attention_logits(q: Tensor, k: Tensor, num_heads: int) -> Tensor:
     """max |q·k| / sqrt(d_head) over all heads and (query, key) pairs, masked ones included (as an
     fp16 q·kᵀ would compute them before masking). q, k: (T, B, C) -> a 0-d fp32 tensor."""
@@ -88,7 +85,7 @@ class ActivationMonitor:
     def __enter__(self):
         for name, module in self.model.named_modules():
             name = strip_wrappers(name)
-            if _is_attention(module):
+            if isinstance(module, SelfAttention):
                 self._hook_attention_logits(name, module)
                 name += ".out_proj"  # its output is W^O's (with HeadScale's γ folded in, Eq. 3)
             if name and _is_watched(module):
@@ -113,7 +110,7 @@ class ActivationMonitor:
         return hook
 
     def _hook_attention_logits(self, name: str, attention: nn.Module):
-        """q_ln and k_ln (LayerNorm or Identity) output the q and k that SDPA receives."""
+        """Hooks the attention's probe points, whose outputs are the q and k SDPA receives."""
         queries = {}
 
         def keep_q(module, inputs, q):
@@ -124,8 +121,8 @@ class ActivationMonitor:
             if q is not None and q.dim() == 3:
                 self._record(f"{name}.qk_logits", max_abs_attention_logits(q, k, attention.num_heads))
 
-        self._handles.append(attention.q_ln.register_forward_hook(keep_q))
-        self._handles.append(attention.k_ln.register_forward_hook(logits))
+        self._handles.append(attention.query_probe.register_forward_hook(keep_q))
+        self._handles.append(attention.key_probe.register_forward_hook(logits))
 
     def first_overflow(self) -> Optional[Overflow]:
         """The first recorded activation above the threshold or not finite (one device sync)."""

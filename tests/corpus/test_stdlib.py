@@ -9,8 +9,8 @@ import pytest
 import sentencepiece as spm
 from fairseq.data import Dictionary, data_utils
 
-from fairseq_normformer.data import stdlib_corpus
-from fairseq_normformer.data.stdlib_corpus import (
+from fairseq_normformer.corpus import stdlib as stdlib_corpus
+from fairseq_normformer.corpus.stdlib import (
     SPLITS,
     build_corpus,
     docstring_paragraphs,

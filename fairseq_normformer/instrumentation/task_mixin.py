@@ -8,7 +8,7 @@ unscale factor is known and ``--clip-norm`` is applied. ``AnalysisTaskMixin`` ov
   --activation-overflow-threshold T               Table 3: first operation with |activation| > T
       [--activation-overflow-file F] [--stop-on-activation-overflow]   or non-finite
 
-Registered tasks: ``language_modeling_analysis`` and ``masked_lm_analysis`` (fairseq's tasks with
+The tasks registered with them (tasks/analysis.py): ``language_modeling_analysis`` and ``masked_lm_analysis`` (fairseq's tasks with
 these options). Another task gains them by adding ``AnalysisOptions`` to its config's bases and
 ``AnalysisTaskMixin`` (first) to its class's bases.
 """
@@ -18,9 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from fairseq.tasks import register_task
-from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
-from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
 from .activations import ActivationMonitor, Overflow
 from .grad_norms import GradNormRecorder
@@ -110,23 +107,3 @@ def _check_options(cfg):
             "--activation-overflow-file and --stop-on-activation-overflow need --activation-overflow-threshold "
             "(e.g. 65504, the fp16 maximum)"
         )
-
-
-@dataclass
-class LanguageModelingAnalysisConfig(AnalysisOptions, LanguageModelingConfig):
-    pass
-
-
-@register_task("language_modeling_analysis", dataclass=LanguageModelingAnalysisConfig)
-class LanguageModelingAnalysisTask(AnalysisTaskMixin, LanguageModelingTask):
-    """fairseq's ``language_modeling`` with the measurement options."""
-
-
-@dataclass
-class MaskedLMAnalysisConfig(AnalysisOptions, MaskedLMConfig):
-    pass
-
-
-@register_task("masked_lm_analysis", dataclass=MaskedLMAnalysisConfig)
-class MaskedLMAnalysisTask(AnalysisTaskMixin, MaskedLMTask):
-    """fairseq's ``masked_lm`` with the measurement options."""

@@ -5,8 +5,8 @@ import pytest
 import torch
 from torch import nn
 
-from fairseq_normformer.analysis import activations
-from fairseq_normformer.analysis.activations import ActivationMonitor, max_abs_attention_logits
+from fairseq_normformer.instrumentation import activations
+from fairseq_normformer.instrumentation.activations import ActivationMonitor, max_abs_attention_logits
 from fairseq_normformer.modules import LayerConfig, NormFormerLayer
 
 D, HEADS = 32, 4

@@ -5,7 +5,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.tasks.language_modeling import LanguageModelingTask
 from fairseq.tasks.masked_lm import MaskedLMTask
 
-from fairseq_normformer.analysis.tasks import AnalysisTaskMixin
+from fairseq_normformer.instrumentation.task_mixin import AnalysisTaskMixin
 from tests.conftest import USER_DIR
 
 

@@ -10,12 +10,12 @@ File format, JSON Lines, one record per recorded update::
 
     {"update": 10, "lr": 0.0006, "grad_l1": {"layers.0.fc2.weight": 1.2e-05, ...}}
 
-The file is appended to, so that a resumed run continues it; ``read_grad_norms`` keeps the last
+The file is appended to, so that a resumed run continues it; ``analysis.grad_curves.read_grad_norms`` keeps the last
 record of each update.
 """
 import json
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -95,42 +95,3 @@ def _drop_stale_meters(prefix: str):
             for key in stale:
                 del aggregator[key]
             aggregator.priorities = [p for p in aggregator.priorities if p[2] not in stale]  # MetersDict's order
-
-
-def read_grad_norms(path) -> List[dict]:
-    """The records of a grad-norm file, sorted by update; a later record of an update replaces an
-    earlier one (a resumed run re-records the updates after its checkpoint)."""
-    by_update = {}
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                by_update[int(record["update"])] = record
-            except (ValueError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{number} is not a grad-norm record ({e})") from None
-    if not by_update:
-        raise ValueError(f"{path} holds no grad-norm records")
-    return [by_update[u] for u in sorted(by_update)]
-
-
-def window_means(records: List[dict], start: int, end: int) -> Dict[str, float]:
-    """{group key: mean over the records with start <= update <= end} (Fig. 5 averages a window)."""
-    window = [r["grad_l1"] for r in records if start <= r["update"] <= end]
-    if not window:
-        raise ValueError(f"no grad-norm record between updates {start} and {end}")
-    keys = set(window[0]).intersection(*window[1:])
-    return {k: sum(w[k] for w in window) / len(window) for k in sorted(keys)}
-
-
-def grad_ratios(candidate: List[dict], baseline: List[dict], start: int, end: int) -> Dict[str, Dict[int, float]]:
-    """Fig. 5: {name inside the layer: {layer: candidate mean |g| / baseline mean |g|}} over the
-    window, for the layer parameters both models have."""
-    numer, denom = window_means(candidate, start, end), window_means(baseline, start, end)
-    ratios: Dict[str, Dict[int, float]] = {}
-    for key in set(numer) & set(denom):
-        group = param_group(key)
-        if group.layer is not None and denom[key] > 0:
-            ratios.setdefault(group.local, {})[group.layer] = numer[key] / denom[key]
-    return {local: dict(sorted(by_layer.items())) for local, by_layer in sorted(ratios.items())}

@@ -2,7 +2,7 @@
 from fairseq.models.transformer import TransformerConfig
 from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 
-from fairseq_normformer.analysis.param_groups import OPERATIONS, param_group
+from fairseq_normformer.instrumentation.param_groups import OPERATIONS, param_group
 from fairseq_normformer.modules import LayerConfig, NormFormerLayer
 
 ALL_SWITCHES = dict(scale_attn=True, scale_fc=True, scale_heads=True, scale_resids=True, scale_qkv=True)

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from .activations import FP16_MAX
-from .training_log import read_training_log
+from ..instrumentation.activations import FP16_MAX
+from ..analysis.training_log import read_training_log
 
 MIXED_PRECISION_FLAGS = ("--fp16", "--memory-efficient-fp16", "--bf16", "--amp")
 # Set by the runner; a user's extra arguments must not repeat them.

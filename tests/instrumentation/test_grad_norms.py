@@ -8,8 +8,9 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 
-from fairseq_normformer.analysis.grad_norms import grad_ratios, mean_abs_grads, read_grad_norms, window_means
-from fairseq_normformer.analysis.param_groups import param_group
+from fairseq_normformer.analysis.grad_curves import grad_ratios, read_grad_norms, window_means
+from fairseq_normformer.instrumentation.grad_norms import mean_abs_grads
+from fairseq_normformer.instrumentation.param_groups import param_group
 from tests.conftest import USER_DIR
 
 TINY_NORMFORMER = ["--arch", "normformer_lm", "--scale-attn", "--scale-fc", "--scale-heads", "--decoder-layers", "2",
