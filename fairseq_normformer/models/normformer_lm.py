@@ -28,6 +28,7 @@ from omegaconf import II
 
 from ..modules import LayerConfig, NormFormerDecoderLayer, resolve_layernorm_impl
 from ..modules.layer_config import ACTIVATIONS
+from ..modules.positions import count_positions_per_row
 from .options import NormFormerOptions
 
 logger = logging.getLogger(__name__)
@@ -54,6 +55,8 @@ class NormFormerDecoder(TransformerDecoderBase):
             args, "decoder", normalize_before=not args.post_ln, causal=True, layernorm_impl=layernorm_impl
         )
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=True)
+        if self.embed_positions is not None:  # left-padded prompts: see modules/positions.py
+            count_positions_per_row(self.embed_positions)
         logger.info(f"NormFormer decoder layers: {self.layer_cfg}")
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):

@@ -1,5 +1,8 @@
 """Build fairseq's own transformer_lm and our normformer_lm from command-line flags, in-process."""
+import argparse
 import types
+
+import torch
 
 from fairseq import options
 from fairseq.data import Dictionary
@@ -39,10 +42,45 @@ def fairseq_transformer_lm(dictionary, flags, post_ln=False):
     return args, TransformerLanguageModel.build_model(args, fake_task(dictionary))
 
 
+def converted_fairseq_pair(dictionary, flags, post_ln=False):
+    """fairseq's transformer_lm with its 1-d parameters randomized, and our normformer_lm built
+    from it by the checkpoint converter (same weights), both in eval mode."""
+    from fairseq_normformer.models.fairseq_compat import convert_model_cfg, convert_state_dict
+
+    args, theirs = fairseq_transformer_lm(dictionary, flags, post_ln=post_ln)
+    randomize_(theirs)
+    ours_cfg = argparse.Namespace(**convert_model_cfg(vars(args), theirs.state_dict()))
+    ours = NormFormerLanguageModel.build_model(ours_cfg, fake_task(dictionary))
+    ours.load_state_dict(convert_state_dict(theirs.state_dict()), strict=True)
+    return theirs.eval(), ours.eval()
+
+
+def randomize_(model):
+    """Move every LayerNorm/γ/λ off its identity initialisation, so a misplaced operation shows."""
+    torch.manual_seed(0)
+    _perturb_1d_(model, 0.5)
+
+
+def _perturb_1d_(model, scale):
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.add_(scale * torch.randn_like(p))
+
+
 def normformer_lm(dictionary, arch="normformer_lm", flags=()):
     """Our model built exactly as fairseq-train builds it (argparse -> omegaconf -> build_model)."""
     cfg = convert_namespace_to_omegaconf(parse(arch, list(flags)))
     return NormFormerLanguageModel.build_model(cfg.model, fake_task(dictionary))
+
+
+def randomized_normformer_lm(flags):
+    """The TINY normformer_lm in eval mode, every 1-d parameter (LayerNorm, γ, λ) moved off its
+    identity initialisation so that a misplaced operation shows in the logits."""
+    torch.manual_seed(0)
+    model = normformer_lm(tiny_dictionary(), flags=TINY + flags).eval()
+    _perturb_1d_(model, 0.3)
+    return model
 
 
 def num_params(model):

@@ -1,19 +1,11 @@
 """normformer_lm reproduces fairseq's own transformer_lm (built where its --scale-* flags work)."""
-import argparse
-
 import pytest
 import torch
 from fairseq import checkpoint_utils
 
-from fairseq_normformer.models import NormFormerLanguageModel
-from fairseq_normformer.models.fairseq_compat import (
-    convert_checkpoint,
-    convert_model_cfg,
-    convert_state_dict,
-    detect_operations,
-)
+from fairseq_normformer.models.fairseq_compat import convert_checkpoint, detect_operations
 
-from .lm_builders import TINY, fairseq_transformer_lm, fake_task, num_params, tiny_dictionary
+from .lm_builders import TINY, converted_fairseq_pair, fairseq_transformer_lm, num_params, randomize_, tiny_dictionary
 
 CASES = {
     "pre_ln": ([], False),
@@ -24,28 +16,14 @@ CASES = {
 }
 
 
-def _randomize_(model):
-    """Move every LayerNorm/γ/λ off its identity initialisation, so a misplaced operation shows."""
-    torch.manual_seed(0)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.dim() == 1:
-                p.add_(0.5 * torch.randn_like(p))
-
-
 @pytest.mark.parametrize("case", CASES)
 def test_converted_model_has_fairseq_logits(case):
     flags, post_ln = CASES[case]
     dictionary = tiny_dictionary()
-    args, theirs = fairseq_transformer_lm(dictionary, TINY + flags, post_ln=post_ln)
-    _randomize_(theirs)
-    ours_cfg = argparse.Namespace(**convert_model_cfg(vars(args), theirs.state_dict()))
-    ours = NormFormerLanguageModel.build_model(ours_cfg, fake_task(dictionary))
-    ours.load_state_dict(convert_state_dict(theirs.state_dict()), strict=True)
+    theirs, ours = converted_fairseq_pair(dictionary, TINY + flags, post_ln=post_ln)
     assert num_params(ours) == num_params(theirs)
 
     tokens = torch.randint(dictionary.nspecial, len(dictionary), (3, 16), generator=torch.Generator().manual_seed(1))
-    theirs.eval(), ours.eval()
     diff = (ours(tokens)[0] - theirs(tokens)[0]).abs().max().item()
     assert diff <= 1e-5, f"{case}: max |Δlogit| = {diff}"
 
@@ -78,7 +56,7 @@ def test_convert_cli_round_trip(tmp_path):
     dictionary.save(str(data / "dict.txt"))
     args, theirs = fairseq_transformer_lm(dictionary, TINY + ["--scale-attn", "--scale-fc", "--scale-heads"])
     args.data = str(data)
-    _randomize_(theirs)
+    randomize_(theirs)
     src, dst = tmp_path / "fairseq.pt", tmp_path / "normformer.pt"
     _save_fairseq_checkpoint(src, args, theirs)
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from .lm_builders import TINY, normformer_lm, num_params, parse, tiny_dictionary
+from .lm_builders import TINY, normformer_lm, num_params, parse, randomized_normformer_lm, tiny_dictionary
 
 NORMFORMER = ["--scale-attn", "--scale-fc", "--scale-heads"]
 L, D, F, H = 2, 32, 48, 4  # the TINY shape
@@ -42,22 +42,12 @@ def test_presets_only_fill_unset_values():
     assert wiki.scale_attn and wiki.scale_fc and wiki.scale_heads
 
 
-def _randomized(flags):
-    torch.manual_seed(0)
-    model = normformer_lm(tiny_dictionary(), flags=TINY + flags).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() == 1:
-                p.add_(0.3 * torch.randn_like(p))
-    return model
-
-
 TOKENS = torch.randint(4, 50, (2, 12), generator=torch.Generator().manual_seed(3))
 
 
 @pytest.mark.parametrize("flag", ["--scale-attn", "--scale-fc", "--scale-heads", "--scale-resids", "--scale-qkv", "--post-ln"])
 def test_each_switch_changes_the_output(flag):
-    base, switched = _randomized([]), _randomized([flag])
+    base, switched = randomized_normformer_lm([]), randomized_normformer_lm([flag])
     switched.load_state_dict(base.state_dict(), strict=False)  # shared weights; the switch's own stay random
     assert (switched(TOKENS)[0] - base(TOKENS)[0]).abs().max() > 1e-3
 
@@ -72,7 +62,7 @@ ALL = NORMFORMER + ["--scale-resids", "--scale-qkv"]
 
 @pytest.mark.parametrize("flags", [[], ALL, ALL + ["--head-scale-position", "after_wo"], ALL + ["--post-ln"]])
 def test_incremental_decoding_matches_full_forward(flags):
-    model = _randomized(flags)
+    model = randomized_normformer_lm(flags)
     full = model(TOKENS)[0]
     state = {}
     steps = [model.decoder(TOKENS[:, : t + 1], incremental_state=state)[0][:, -1] for t in range(TOKENS.size(1))]
@@ -81,7 +71,7 @@ def test_incremental_decoding_matches_full_forward(flags):
 
 def test_reordered_incremental_state_follows_the_batch():
     """Beam search reorders the cache; continuing must equal decoding the reordered batch."""
-    model = _randomized(ALL)
+    model = randomized_normformer_lm(ALL)
     new_order = torch.tensor([1, 1])
     state = {}
     for t in range(5):
