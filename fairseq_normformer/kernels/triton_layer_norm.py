@@ -201,7 +201,8 @@ def _check_device(x: torch.Tensor):
     if not x.is_cuda and not INTERPRETED:
         raise RuntimeError(
             f"--layernorm-impl=triton runs on CUDA tensors, got a tensor on {x.device}; use "
-            "--layernorm-impl=torch (or auto) on CPU, or set TRITON_INTERPRET=1 before importing triton "
+            "--layernorm-impl=torch on CPU (auto picks triton on a GPU machine, also under --cpu), "
+            "or set TRITON_INTERPRET=1 before importing triton "
             "to run the kernels in Triton's (slow) interpreter"
         )
 

@@ -34,8 +34,9 @@ class NormFormerLayer(nn.Module):
         self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
         # NormFormer "FFN LN": LayerNorm after the FFN activation, before FC2.
         self.ffn_layernorm = LayerNorm(f, cfg.layernorm_impl) if cfg.scale_fc else nn.Identity()
-        # With --layernorm-impl triton, activation + FFN LN run as one kernel (one pass over memory)
-        # that reads ffn_layernorm's parameters; it has no dropout, so only when activation dropout is 0.
+        # Activation + FFN LN as one function that reads ffn_layernorm's parameters and keeps only FC1's
+        # output for backward (torch: recomputes the activation; triton: one kernel, one pass over memory).
+        # It has no dropout, so only when activation dropout is 0; with apex the two run unfused.
         fusable = cfg.scale_fc and cfg.activation_dropout == 0.0
         self.ffn_act_norm = ActivationLayerNorm(cfg.activation_fn, cfg.layernorm_impl) if fusable else None
         self.fc2 = self.build_fc2(f, d)

@@ -14,9 +14,11 @@ def build(layernorm_impl, **switches):
 
 
 def perturbed_torch_layer(**switches):
-    """A torch layer whose LayerNorm gains and biases are not 1 and 0, so they are tested too."""
+    """A torch layer whose LayerNorm gains and biases are not 1 and 0, so they are tested too; its
+    activation and FFN LN run as two plain ops (not the torch path's fused function)."""
     torch.manual_seed(0)
     layer = build("torch", **switches)
+    layer.ffn_act_norm = None
     with torch.no_grad():
         for p in layer.parameters():
             if p.dim() == 1:
@@ -55,4 +57,4 @@ def test_activation_dropout_keeps_the_unfused_path():
     """The fused kernel has no dropout: with activation dropout the two ops run separately."""
     assert build("triton", activation_dropout=0.1).ffn_act_norm is None
     assert build("triton", scale_fc=False).ffn_act_norm is None
-    assert build("torch").ffn_act_norm is None
+    assert build("torch", activation_dropout=0.1).ffn_act_norm is None
