@@ -31,7 +31,7 @@ LAYERNORM_EPS = 1e-5  # fairseq's and torch's LayerNorm default
 def check_exportable(model):
     """Raise naming every setting transformers' BERT/RoBERTa cannot represent."""
     args = model.args
-    problems = [op.flag for op in OPERATIONS if getattr(args, op.field, False)]
+    problems = sorted(op.flag for op in OPERATIONS if getattr(args, op.field, False))
     if not args.post_ln:
         problems.append("Pre-LN layers (--encoder-normalize-before, i.e. no --post-ln)")
     if not args.layernorm_embedding:
