@@ -21,7 +21,7 @@ class Operation:
     follows: Optional[str]  # the module it comes after in the layer's data flow (baseline or an earlier row's)
     code: str  # where it lives
     help: str
-    in_fairseq: bool = True  # fairseq's own layer has it (--scale-* of transformer_lm)
+    in_fairseq: bool = True  # fairseq's own layer has its parameters (--scale-* of transformer_lm)
     fairseq_alias: Optional[str] = None  # fairseq's name for the one parameter, where it differs
     in_normformer: bool = False  # one of the paper's three operations (the normformer_* presets)
     gamma: Optional[str] = None  # its learned scale (Fig. 4)
