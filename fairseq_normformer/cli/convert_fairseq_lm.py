@@ -3,6 +3,7 @@ import argparse
 import logging
 
 from ..models.fairseq_compat import convert_checkpoint
+from ..modules.operations import SWITCHES
 
 
 def main(argv=None):
@@ -15,7 +16,7 @@ def main(argv=None):
         cfg = convert_checkpoint(args.src, args.dst)
     except (FileExistsError, FileNotFoundError, ValueError) as err:
         parser.exit(2, f"error: {err}\n")
-    switches = {k: cfg[k] for k in ("scale_attn", "scale_fc", "scale_heads", "scale_resids", "post_ln")}
+    switches = {op.field: cfg[op.field] for op in SWITCHES}
     print(f"wrote {args.dst}: normformer_lm with head_scale_position=after_wo, {switches}")
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from fairseq import checkpoint_utils
 
 from ..models.normformer_bert import NormFormerBertModel
-from ..models.normformer_roberta import NormFormerEncoderOptions, NormFormerRobertaModel
+from ..models.normformer_roberta import NormFormerRobertaModel
+from ..modules.operations import OPERATIONS
 
 logger = logging.getLogger("normformer_export_hf")
 
@@ -30,13 +31,9 @@ LAYERNORM_EPS = 1e-5  # fairseq's and torch's LayerNorm default
 def check_exportable(model):
     """Raise naming every setting transformers' BERT/RoBERTa cannot represent."""
     args = model.args
-    problems = [
-        f"--{option.name.replace('_', '-')}"
-        for option in NormFormerEncoderOptions.__dataclass_fields__.values()
-        if option.type is bool and getattr(args, option.name, False)
-    ]
-    if args.encoder_normalize_before:
-        problems.append("--encoder-normalize-before (Pre-LN)")
+    problems = sorted(op.flag for op in OPERATIONS if getattr(args, op.field, False))
+    if not args.post_ln:
+        problems.append("Pre-LN layers (--encoder-normalize-before, i.e. no --post-ln)")
     if not args.layernorm_embedding:
         problems.append("no --layernorm-embedding")
     if not args.no_scale_embedding or not args.encoder_learned_pos or args.no_token_positional_embeddings:

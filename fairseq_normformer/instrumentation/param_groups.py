@@ -9,33 +9,14 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-# Operations of one layer, in the order the paper's figures list them (Fig. 5).
-OPERATIONS = (
-    "self_attn_layer_norm",  # Pre-LN before attention
-    "self_attn.q_proj",
-    "self_attn.k_proj",
-    "self_attn.v_proj",
-    "self_attn.q_ln",  # Table 5 "+3 More LN"
-    "self_attn.k_ln",
-    "self_attn.v_ln",
-    "self_attn.head_scale",  # HeadScale γ, Eq. 3
-    "self_attn.out_proj",
-    "attn_ln",  # Post-Attn LN
-    "final_layer_norm",  # Pre-LN before the FFN
-    "fc1",
-    "ffn_layernorm",  # FFN LN
-    "fc2",
-    "w_resid",  # ResScale λ_resid
-)
+from ..modules.operations import added_gammas, fairseq_renames, layer_modules
+
+# Operations of one layer in data-flow order (Fig. 5): the baseline's modules and the table's.
+OPERATIONS = layer_modules()
 # The learned scales of the paper's added operations (Fig. 4): parameter name -> label.
-ADDED_GAMMAS = {
-    "attn_ln.weight": "Post-Attn LN γ",
-    "ffn_layernorm.weight": "FFN LN γ",
-    "self_attn.head_scale": "HeadScale γ",
-    "w_resid": "ResScale λ_resid",
-}
+ADDED_GAMMAS = added_gammas()
 # fairseq's built-in NormFormer layer calls HeadScale's γ ``c_attn``.
-ALIASES = {"c_attn": "self_attn.head_scale"}
+ALIASES = fairseq_renames()
 
 _WRAPPERS = re.compile(r"(^|\.)(module|_fsdp_wrapped_module|_fpw_module|_checkpoint_wrapped_module)\.")
 _IN_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.(.+)$")

@@ -11,17 +11,15 @@ import re
 from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 
+from ..modules.operations import OPERATIONS, fairseq_renames
+
 logger = logging.getLogger(__name__)
 
-# fairseq parameter suffix (in decoder.layers.N.) -> the NormFormer switch that creates it
-_OPERATION_PARAMS = {
-    "attn_ln.weight": "scale_attn",
-    "ffn_layernorm.weight": "scale_fc",
-    "c_attn": "scale_heads",
-    "w_resid": "scale_resids",
-}
-# fairseq keeps HeadScale's γ at layer level; here it lives in the attention module.
-_RENAMES = [(re.compile(r"^(decoder\.layers\.\d+\.)c_attn$"), r"\1self_attn.head_scale")]
+# fairseq keeps HeadScale's γ (c_attn) at layer level; here it lives in the attention module.
+_RENAMES = [
+    (re.compile(rf"^(decoder\.layers\.\d+\.){re.escape(theirs)}$"), rf"\g<1>{ours}")
+    for theirs, ours in fairseq_renames().items()
+]
 
 
 def detect_operations(state_dict) -> dict:
@@ -29,7 +27,11 @@ def detect_operations(state_dict) -> dict:
     first_layer = {k[len("decoder.layers.0.") :] for k in state_dict if k.startswith("decoder.layers.0.")}
     if not first_layer:
         raise ValueError("not a fairseq transformer_lm state dict: no 'decoder.layers.0.*' parameters")
-    return {flag: suffix in first_layer for suffix, flag in _OPERATION_PARAMS.items()}
+    return {
+        op.field: all(name in first_layer for name in op.fairseq_params)
+        for op in OPERATIONS
+        if op.fairseq_params is not None
+    }
 
 
 def convert_state_dict(state_dict) -> dict:
@@ -54,9 +56,9 @@ def convert_model_cfg(model_cfg: dict, state_dict) -> dict:
         arch="normformer_lm",
         head_scale_position="after_wo",  # fairseq's HeadScale acts after W^O
         post_ln=not cfg.get("decoder_normalize_before", True),
-        scale_qkv=False,
         layernorm_impl="auto",
     )
+    cfg.update({op.field: False for op in OPERATIONS if op.fairseq_params is None})  # fairseq lacks them
     return cfg
 
 

@@ -19,6 +19,7 @@ from .normformer_roberta import (
     NormFormerSentenceEncoder,
     base_architecture,
     large_size,
+    layer_norm_placement,
     preln_architecture,
 )
 
@@ -113,7 +114,7 @@ def bert_base_architecture(args):
 
 @register_model_architecture("normformer_bert", "postln_bert_base")
 def postln_bert_base(args):
-    args.encoder_normalize_before = safe_getattr(args, "encoder_normalize_before", False)
+    layer_norm_placement(args, post_ln=True)
     args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", True)
     bert_base_architecture(args)
 

@@ -28,6 +28,7 @@ from omegaconf import II
 
 from ..modules import LayerConfig, NormFormerDecoderLayer, resolve_layernorm_impl
 from ..modules.layer_config import ACTIVATIONS
+from ..modules.operations import OPERATIONS
 from ..modules.positions import count_positions_per_row
 from .options import NormFormerOptions
 
@@ -36,14 +37,12 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class NormFormerLanguageModelConfig(NormFormerOptions, TransformerLanguageModelConfig):
+    """NormFormerOptions first: its --scale-* fields and help replace fairseq's declarations."""
+
     activation_fn: ChoiceEnum(ACTIVATIONS) = field(default="relu", metadata={"help": "activation function to use"})
     # fairseq's defaults are 512 whatever --decoder-embed-dim says; follow the embedding dim instead.
     decoder_input_dim: int = II("model.decoder_embed_dim")
     decoder_output_dim: int = II("model.decoder_embed_dim")
-    post_ln: bool = field(
-        default=False,
-        metadata={"help": "Post-LN layers (LN after each residual add, Xiong et al. 2020) instead of Pre-LN"},
-    )
 
 
 class NormFormerDecoder(TransformerDecoderBase):
@@ -109,10 +108,10 @@ def base_architecture(args):
 
 
 def normformer_operations(args):
-    """The paper's NormFormer: Post-Attn LN, FFN LN and HeadScale (Fig. 1)."""
-    args.scale_attn = safe_getattr(args, "scale_attn", True)
-    args.scale_fc = safe_getattr(args, "scale_fc", True)
-    args.scale_heads = safe_getattr(args, "scale_heads", True)
+    """The paper's NormFormer: Post-Attn LN, FFN LN and HeadScale (Fig. 1; the table's in_normformer rows)."""
+    for op in OPERATIONS:
+        if op.in_normformer:
+            setattr(args, op.field, safe_getattr(args, op.field, True))
 
 
 # GPT-3 sizes used in the paper (Table 6): layers, model dim, heads; FFN = 4 x model dim.

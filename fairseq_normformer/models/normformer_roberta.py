@@ -3,14 +3,13 @@
 fairseq's RobertaModel and RobertaEncoder (token embeddings, learned positions, LM head tied to the
 embeddings, classification heads for ``sentence_prediction``) with the sentence encoder's
 ``build_encoder_layer`` overridden, so fairseq's own ``masked_lm`` task and criterion train it.
-Pre-/Post-LN is fairseq's ``--encoder-normalize-before``; the NormFormer switches are read from the
-model's own args (never through TransformerConfig, which drops keys it does not declare).
+Pre-/Post-LN is ``--post-ln`` as on the LM (fairseq's ``--encoder-normalize-before`` is accepted as
+its inverse); the NormFormer switches are read from the model's own args (never through
+TransformerConfig, which drops keys it does not declare).
 """
 import logging
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 
-from fairseq.dataclass import FairseqDataclass
-from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaEncoder, RobertaModel
@@ -23,19 +22,9 @@ from omegaconf import OmegaConf
 
 from ..modules import LayerConfig, NormFormerEncoderLayer, resolve_layernorm_impl
 from .normformer_lm import normformer_operations
-from .options import NormFormerOptions
+from .options import NormFormerOptions, add_normformer_args
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class NormFormerEncoderOptions(NormFormerOptions, FairseqDataclass):
-    """The NormFormer switches for encoders. (fairseq declares --scale-* only for its LM.)"""
-
-    scale_attn: bool = field(default=False, metadata={"help": "NormFormer Post-Attn LN: LN after self-attention"})
-    scale_fc: bool = field(default=False, metadata={"help": "NormFormer FFN LN: LN after the FFN activation"})
-    scale_heads: bool = field(default=False, metadata={"help": "NormFormer HeadScale (Eq. 3)"})
-    scale_resids: bool = field(default=False, metadata={"help": "λ_resid on the FFN residual (ResScale)"})
 
 
 class NormFormerSentenceEncoder(TransformerEncoder):
@@ -44,7 +33,7 @@ class NormFormerSentenceEncoder(TransformerEncoder):
     def __init__(self, args, dictionary, embed_tokens):
         layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
         self.layer_cfg = LayerConfig.from_model_cfg(
-            args, "encoder", normalize_before=args.encoder_normalize_before, causal=False, layernorm_impl=layernorm_impl
+            args, "encoder", normalize_before=not args.post_ln, causal=False, layernorm_impl=layernorm_impl
         )
         super().__init__(args, dictionary, embed_tokens)
         logger.info(f"NormFormer encoder layers: {self.layer_cfg}")
@@ -72,8 +61,7 @@ class NormFormerRobertaModel(RobertaModel):
     @staticmethod
     def add_args(parser):
         RobertaModel.add_args(parser)
-        # No defaults on the command line, so that presets can fill what the user did not set.
-        gen_parser_from_dataclass(parser, NormFormerEncoderOptions(), delete_default=True)
+        add_normformer_args(parser)
 
     @classmethod
     def build_model(cls, args, task):
@@ -93,9 +81,23 @@ class NormFormerRobertaModel(RobertaModel):
 # `--arch normformer_roberta` is fairseq's roberta_base (Post-LN); `preln_roberta_*` are the
 # paper's Pre-LN baselines and `normformer_roberta_*` the same with the NormFormer operations.
 # ---------------------------------------------------------------------------------------------
+def layer_norm_placement(args, post_ln: bool):
+    """Fill ``--post-ln`` (``post_ln`` if unset) and fairseq's ``--encoder-normalize-before``, its
+    inverse, which TransformerEncoder reads (final LayerNorm) and users may pass instead."""
+    ours, theirs = safe_getattr(args, "post_ln"), safe_getattr(args, "encoder_normalize_before")
+    if ours is not None and theirs is not None and ours == theirs:
+        raise ValueError(
+            f"--post-ln is {ours} but --encoder-normalize-before (its inverse: Pre-LN) is {theirs}; pass one of them"
+        )
+    if ours is None:
+        ours = post_ln if theirs is None else not theirs
+    args.post_ln, args.encoder_normalize_before = ours, not ours
+
+
 @register_model_architecture("normformer_roberta", "normformer_roberta")
 def base_architecture(args):
-    for option in fields(NormFormerEncoderOptions):
+    layer_norm_placement(args, post_ln=True)  # fairseq's roberta_base is Post-LN
+    for option in fields(NormFormerOptions):
         if not option.name.startswith("_"):
             setattr(args, option.name, safe_getattr(args, option.name, option.default))
     roberta_base_architecture(args)  # 12 layers, 768, 12 heads, FFN 3072, learned positions, GELU
@@ -103,7 +105,7 @@ def base_architecture(args):
 
 def preln_architecture(args):
     """Pre-LN as fairseq's roberta_prenorm: no LayerNorm on the embeddings, a final one instead."""
-    args.encoder_normalize_before = safe_getattr(args, "encoder_normalize_before", True)
+    layer_norm_placement(args, post_ln=False)
     args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", False)
 
 

@@ -1,21 +1,28 @@
-"""Command-line options shared by the NormFormer causal and masked LMs.
+"""The NormFormer command-line options, one declaration each, for every model.
 
-fairseq's own ``--scale-attn/--scale-fc/--scale-heads/--scale-resids`` keep their names (declared
-by fairseq's TransformerLanguageModelConfig); the fields below are the ones fairseq lacks.
+The switches (``--scale-attn`` ... ``--post-ln``) are generated from the operations table
+(modules/operations.py), with its help. A model with a config dataclass puts ``NormFormerOptions``
+*first* in its bases, so these fields and help replace fairseq's own ``scale_*`` declarations; an
+argparse model (RoBERTa/BERT) calls ``add_normformer_args``. An encoder-decoder does either and
+builds both sides with ``LayerConfig.from_model_cfg(cfg, "encoder"/"decoder", ...)``.
 """
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 
-from fairseq.dataclass import ChoiceEnum
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from ..modules import HEAD_SCALE_POSITIONS, LAYERNORM_IMPLS
+from ..modules.operations import SWITCHES
+
+NormFormerSwitches = make_dataclass(
+    "NormFormerSwitches",
+    [(op.field, bool, field(default=False, metadata={"help": op.help})) for op in SWITCHES],
+    bases=(FairseqDataclass,),
+)
 
 
 @dataclass
-class NormFormerOptions:
-    scale_qkv: bool = field(
-        default=False,
-        metadata={"help": "LayerNorm on the projected q, k and v (Table 5, '+3 More LN')"},
-    )
+class NormFormerOptions(NormFormerSwitches):
     head_scale_position: ChoiceEnum(HEAD_SCALE_POSITIONS) = field(
         default="paper",
         metadata={
@@ -26,3 +33,8 @@ class NormFormerOptions:
     layernorm_impl: ChoiceEnum(LAYERNORM_IMPLS) = field(
         default="auto", metadata={"help": "LayerNorm implementation; 'auto' picks the fastest available"}
     )
+
+
+def add_normformer_args(parser):
+    """The options for an argparse model, without defaults so that presets can fill what is unset."""
+    gen_parser_from_dataclass(parser, NormFormerOptions(), delete_default=True)

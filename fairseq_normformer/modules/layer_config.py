@@ -1,15 +1,23 @@
 """The settings one NormFormer layer needs, gathered from a model's flat fairseq config."""
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
 
 from fairseq import utils
+
+from .operations import OPERATIONS
 
 HEAD_SCALE_POSITIONS = ["paper", "after_wo"]
 # fairseq's get_activation_fn knows relu_squared (the authors' 2.7B NormFormer) but does not list it.
 ACTIVATIONS = utils.get_available_activation_fns() + ["relu_squared"]
 
 
+# One keyword-only boolean per row of the operations table (Fig. 1 and Table 5): scale_attn, ...
+OperationSwitches = make_dataclass(
+    "OperationSwitches", [(op.field, bool, False) for op in OPERATIONS], kw_only=True
+)
+
+
 @dataclass
-class LayerConfig:
+class LayerConfig(OperationSwitches):
     embed_dim: int
     ffn_embed_dim: int
     attention_heads: int
@@ -19,13 +27,7 @@ class LayerConfig:
     activation_fn: str = "gelu"
     normalize_before: bool = True  # True: Pre-LN; False: Post-LN (Xiong et al. 2020)
     causal: bool = True  # decoder (causal LM) or encoder (masked LM)
-    # NormFormer operations (Shleifer et al. 2021, Fig. 1 and Table 5)
-    scale_attn: bool = False  # LayerNorm after self-attention
-    scale_fc: bool = False  # LayerNorm after the FFN activation
-    scale_heads: bool = False  # HeadScale, Eq. 3
     head_scale_position: str = "paper"  # "paper": before W^O; "after_wo": fairseq's variant
-    scale_resids: bool = False  # λ_resid on the FFN residual
-    scale_qkv: bool = False  # Table 5 "+3 More LN": LayerNorm on q, k and v
     layernorm_impl: str = "torch"
 
     def __post_init__(self):
@@ -47,7 +49,9 @@ class LayerConfig:
 
     @classmethod
     def from_model_cfg(cls, cfg, side: str, normalize_before: bool, causal: bool, layernorm_impl: str):
-        """Read ``{side}_embed_dim`` etc. and the NormFormer switches from a flat model config."""
+        """Read ``{side}_embed_dim`` etc. and the NormFormer switches from a flat model config.
+
+        An encoder-decoder builds both sides from the same switches: ``side`` is "encoder" or "decoder"."""
         get = lambda name, default=None: utils.safe_getattr(cfg, name, default)  # noqa: E731
         return cls(
             embed_dim=get(f"{side}_embed_dim"),
@@ -59,11 +63,7 @@ class LayerConfig:
             activation_fn=get("activation_fn", "gelu"),
             normalize_before=normalize_before,
             causal=causal,
-            scale_attn=bool(get("scale_attn", False)),
-            scale_fc=bool(get("scale_fc", False)),
-            scale_heads=bool(get("scale_heads", False)),
             head_scale_position=get("head_scale_position", "paper"),
-            scale_resids=bool(get("scale_resids", False)),
-            scale_qkv=bool(get("scale_qkv", False)),
             layernorm_impl=layernorm_impl,
+            **{op.field: bool(get(op.field, False)) for op in OPERATIONS},
         )

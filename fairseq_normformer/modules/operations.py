@@ -1,0 +1,160 @@
+"""Every NormFormer layer operation, one row each (Shleifer, Weston, Ott 2021, Fig. 1 and Table 5).
+
+The rows are the one place that names an operation's switch, parameters, paper reference and help.
+The command-line options (models/options.py), ``LayerConfig``, the presets, the parameter groups of
+the analysis tools, the fairseq checkpoint converter, the HuggingFace export check and the table of
+docs/model.md are all derived from them. Adding an operation: one row here, its module code in
+normformer_layer.py/attention.py, its tests.
+"""
+import re
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Operation:
+    label: str  # the paper's name
+    paper: str  # where the paper defines it
+    field: str  # config / LayerConfig field; the flag is --field-with-dashes
+    params: Tuple[str, ...]  # parameter paths inside one layer
+    per_layer: str  # parameters per layer in d (model dim), f (FFN dim), H (heads): "2d", "H", "0"
+    follows: Optional[str]  # the module it comes after in the layer's data flow (baseline or an earlier row's)
+    code: str  # where it lives
+    help: str
+    in_fairseq: bool = True  # fairseq's own layer has its parameters (--scale-* of transformer_lm)
+    fairseq_alias: Optional[str] = None  # fairseq's name for the one parameter, where it differs
+    in_normformer: bool = False  # one of the paper's three operations (the normformer_* presets)
+    gamma: Optional[str] = None  # its learned scale (Fig. 4)
+    gamma_symbol: str = "γ"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def fairseq_params(self) -> Optional[Tuple[str, ...]]:
+        """fairseq's names for ``params``; None when fairseq lacks the operation."""
+        if not self.in_fairseq:
+            return None
+        return (self.fairseq_alias,) if self.fairseq_alias else self.params
+
+    @property
+    def gamma_label(self) -> str:
+        return f"{self.label} {self.gamma_symbol}"
+
+    @property
+    def modules(self) -> Tuple[str, ...]:
+        """Module paths of ``params`` (a bare parameter such as ``w_resid`` is its own module)."""
+        paths = (p.rsplit(".", 1)[0] if p.endswith((".weight", ".bias")) else p for p in self.params)
+        return tuple(dict.fromkeys(paths))
+
+    def num_params(self, d: int, f: int, heads: int) -> int:
+        coefficient, symbol = re.fullmatch(r"(\d*)([dfH]?)", self.per_layer).groups()
+        return int(coefficient or 1) * {"d": d, "f": f, "H": heads, "": 1}[symbol]
+
+
+def _ln(path: str) -> Tuple[str, ...]:
+    return (f"{path}.weight", f"{path}.bias")
+
+
+# In the order they act in the layer.
+OPERATIONS = (
+    Operation(
+        "QKV LN", 'Table 5, "+3 More LN"', "scale_qkv", per_layer="6d", follows="self_attn.v_proj",
+        params=_ln("self_attn.q_ln") + _ln("self_attn.k_ln") + _ln("self_attn.v_ln"), in_fairseq=False,
+        code="`SelfAttention.q_ln/k_ln/v_ln`",
+        help="LayerNorm on the projected queries, keys and values (Table 5, '+3 More LN')",
+    ),
+    Operation(
+        "HeadScale", "Eq. 3", "scale_heads", params=("self_attn.head_scale",), per_layer="H", follows="self_attn.v_ln",
+        fairseq_alias="c_attn", in_normformer=True, gamma="self_attn.head_scale",
+        code="`SelfAttention.head_scale`, `SelfAttention._output_projection`",
+        help="NormFormer HeadScale (Eq. 3): a learned scale γ_i on each attention head's output "
+        "(see --head-scale-position)",
+    ),
+    Operation(
+        "Post-Attn LN", "Fig. 1", "scale_attn", params=_ln("attn_ln"), per_layer="2d", follows="self_attn.out_proj",
+        in_normformer=True, gamma="attn_ln.weight", code="`NormFormerLayer.attn_ln`",
+        help="NormFormer Post-Attn LN (Fig. 1): LayerNorm on the self-attention output, before the residual add",
+    ),
+    Operation(
+        "FFN LN", "Fig. 1", "scale_fc", params=_ln("ffn_layernorm"), per_layer="2f", follows="fc1",
+        in_normformer=True, gamma="ffn_layernorm.weight", code="`NormFormerLayer.ffn_layernorm`",
+        help="NormFormer FFN LN (Fig. 1): LayerNorm after the FFN activation, before FC2",
+    ),
+    Operation(
+        "ResScale", "§2", "scale_resids", params=("w_resid",), per_layer="d", follows="fc2",
+        gamma="w_resid", gamma_symbol="λ_resid", code="`NormFormerLayer.w_resid`",
+        help="ResScale (§2): a learned λ_resid ⊙ x on the FFN residual only, as the authors' fairseq code",
+    ),
+)  # fmt: skip
+
+# Pre-LN (the default, Fig. 1 left) or Post-LN: where every layer's two LayerNorms sit. No parameters.
+POST_LN = Operation(
+    "Post-LN baseline", "Xiong et al. 2020", "post_ln", params=(), per_layer="0", follows=None, in_fairseq=False,
+    code="`NormFormerLayer._sublayer`: `LN(x + f(x))` instead of Pre-LN's `x + f(LN(x))`, no final LN",
+    help="Post-LN layers (LayerNorm after each residual add, Xiong et al. 2020) instead of Pre-LN",
+)  # fmt: skip
+SWITCHES = OPERATIONS + (POST_LN,)  # every boolean layer option of the command line
+
+# The baseline layer's modules in data-flow order (fairseq's TransformerDecoderLayer names).
+BASELINE_MODULES = (
+    "self_attn_layer_norm",
+    "self_attn.q_proj",
+    "self_attn.k_proj",
+    "self_attn.v_proj",
+    "self_attn.out_proj",
+    "final_layer_norm",
+    "fc1",
+    "fc2",
+)
+
+
+def layer_modules() -> Tuple[str, ...]:
+    """Every module of a layer with all operations on, in data-flow order (each after ``follows``)."""
+    order = list(BASELINE_MODULES)
+    for op in OPERATIONS:  # rows are in data-flow order, so ``follows`` is already placed
+        at = order.index(op.follows) + 1
+        order[at:at] = op.modules
+    return tuple(order)
+
+
+def fairseq_renames() -> dict:
+    """fairseq's parameter name -> ours, where they differ (fairseq calls HeadScale's γ ``c_attn``)."""
+    return {
+        theirs: ours
+        for op in OPERATIONS
+        if op.fairseq_params is not None
+        for ours, theirs in zip(op.params, op.fairseq_params)
+        if ours != theirs
+    }
+
+
+def added_gammas() -> dict:
+    """Parameter path -> label of each operation's learned scale (Fig. 4)."""
+    return {op.gamma: op.gamma_label for op in OPERATIONS if op.gamma is not None}
+
+
+def markdown_table() -> str:
+    """The "Where each operation lives" table of docs/model.md."""
+    lines = [
+        "| paper | flag | code | parameters in a layer | per layer | fairseq's names | `normformer_*` presets |",
+        "|---|---|---|---|---|---|---|",
+        "| Pre-LN baseline (Fig. 1, left) | (default) | `NormFormerLayer._sublayer`: `x + f(LN(x))` | — | 0 | — | on |",
+    ]
+    for op in SWITCHES:
+        params = ", ".join(f"`{p}`" for p in op.params) or "—"
+        theirs = _fairseq_names(op)
+        lines.append(
+            f"| {op.label} ({op.paper}) | `{op.flag}` | {op.code} | {params} | {op.per_layer} | {theirs} "
+            f"| {'on' if op.in_normformer else '—'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _fairseq_names(op: Operation) -> str:
+    if op.fairseq_params is None:
+        return "—"
+    if op.fairseq_params == op.params:
+        return "same"
+    return ", ".join(f"`{p}`" for p in op.fairseq_params)
