@@ -30,8 +30,8 @@ class Fix:
     replacements: tuple  # (owner, attribute, replacement): applying sets owner.attribute = replacement
     bug: str
     on_cpu: str
-    on_gpu: str
-    io_cost: str
+    on_gpu: str = "the same as on CPU"
+    io_cost: str = "none"
     setup: Optional[Callable[[], None]] = None  # for a fix that replaces no fairseq symbol
 
     def replaces(self) -> list:
@@ -59,14 +59,12 @@ FIXES = {
         bug="--ddp-backend pytorch_ddp passes device_ids=[0], which torch's DDP refuses for a CPU module",
         on_cpu="device_ids=None",
         on_gpu="none: fairseq's arguments",
-        io_cost="none",
     ),
     "cpu_fp16_overflow": Fix(
         replacements=((Trainer, "train_step", cpu_training.train_step),),
         bug="the fp16 overflow handler ends with torch.tensor(0.0).cuda(): the first overflow kills a CPU run",
         on_cpu="the overflowing update is skipped and the loss scale halved, as fairseq does on GPU",
         on_gpu="none: fairseq's train_step",
-        io_cost="none",
     ),
     "atomic_checkpoint_writes": Fix(
         replacements=(
@@ -76,7 +74,6 @@ FIXES = {
         bug="saves are renamed into place without fsync, and checkpoint_last.pt is written by a copy that "
         "truncates it first: SIGKILL during the copy leaves an empty checkpoint_last.pt",
         on_cpu="local writes go to <name>.tmp, are fsynced and renamed over <name>",
-        on_gpu="the same",
         io_cost=f"an fsync of each checkpoint file and its directory ({SWITCHABLE}: then fairseq's save, "
         "and the copy to checkpoint_last.pt still renamed into place, without fsync)",
     ),
@@ -85,7 +82,6 @@ FIXES = {
         bug="a checkpoint with damaged tensor bytes loads without a word; a truncated one fails with "
         "torch's 'PytorchStreamReader failed reading zip archive'",
         on_cpu="a local checkpoint's zip CRCs are checked before loading; damage is named with the file",
-        on_gpu="the same",
         io_cost=f"one more read of the whole file per load ({SWITCHABLE})",
     ),
     "dictionary_fingerprint": Fix(
@@ -97,7 +93,6 @@ FIXES = {
         bug="a checkpoint records no dictionary: resuming or evaluating with another dictionary of the same "
         "size scrambles the embeddings silently",
         on_cpu="checkpoints record the md5 of their dictionaries' symbols; resume and evaluation check it",
-        on_gpu="the same",
         io_cost=f"a few bytes per checkpoint; a read of its pickled part (mmap) per load ({SWITCHABLE})",
     ),
     "namespace_checkpoints": Fix(
@@ -106,16 +101,12 @@ FIXES = {
         bug="torch >= 2.6 loads with weights_only=True and refuses the argparse.Namespace that "
         "argparse-configured models (RoBERTa) and older fairseq checkpoints store",
         on_cpu="argparse.Namespace is added to torch's safe globals",
-        on_gpu="the same",
-        io_cost="none",
     ),
     "hydra_warnings": Fix(
         replacements=(),
         setup=silence_fairseq_hydra_warnings,
         bug="every CLI start prints six hydra deprecation warnings about fairseq's own code and configs",
         on_cpu="those six messages are filtered (warnings.filterwarnings, by message); other warnings stay",
-        on_gpu="the same",
-        io_cost="none",
     ),
 }
 
