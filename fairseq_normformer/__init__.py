@@ -1,7 +1,10 @@
 """NormFormer for fairseq. Importing this package registers its models, tasks and criterions,
-so ``fairseq-train --user-dir <path of this package>`` makes them available."""
+so ``fairseq-train --user-dir <path of this package>`` makes them available, and then applies the
+fixes to fairseq listed in fixes/__init__.py (docs/fixes.md)."""
 from . import models  # noqa: F401
 from . import criterions, tasks  # noqa: F401  (mlm_nsp, *_analysis)
-from . import patches  # noqa: F401  (fairseq on CPU, safe checkpoints; see docs/distributed.md)
+from . import fixes
+
+fixes.apply()
 
 __version__ = "0.1.0"

@@ -2,41 +2,126 @@
 
 Each check raises ValueError with a message that names the problem and the fix, instead of the
 traceback (or the silent misbehaviour) fairseq would produce later. They run from every fairseq
-CLI entry point (``call_main``, see patches/cpu_training.py) and reject only what cannot work.
+CLI entry point (``call_main``, see fixes/cpu_training.py) and reject only what cannot work.
+What a task reads from its data directory is declared (``DataNeeds``), not imported: our tasks
+carry a ``data_needs`` attribute, fairseq's are listed in FAIRSEQ_TASK_NEEDS.
 """
+import argparse
 import os
+import re
+from dataclasses import dataclass
 
 from fairseq.tasks import TASK_REGISTRY
-from fairseq.tasks.language_modeling import LanguageModelingTask
-from fairseq.tasks.masked_lm import MaskedLMTask
+from omegaconf import OmegaConf
 
-from .tasks.mlm_nsp import MlmNspTask
+REBUILD = "rebuild the data directory with normformer-build-corpus or fairseq-preprocess"
+TRAINING_CLIS = ("fairseq_cli.train", "fairseq_cli.hydra_train")  # the modules of their main functions
 
-# Tasks whose setup reads <first data directory>/dict.txt.
-DICTIONARY_TASKS = (LanguageModelingTask, MaskedLMTask, MlmNspTask)
+# Sizes that fail deep inside model building when zero or negative (--decoder-embed-dim 0:
+# ZeroDivisionError in fairseq's Embedding), in the LM (decoder_*) and the encoders (encoder_*).
+MODEL_SIZE = re.compile(r"(decoder|encoder)_(embed_dim|ffn_embed_dim|input_dim|output_dim|layers|attention_heads)")
+TASK_SIZE = re.compile(r"tokens_per_sample")  # 0: ZeroDivisionError while blocking the data
 
 
-def check_config(cfg, on_cpu: bool) -> None:
-    check_data_dirs(cfg.task)
+@dataclass(frozen=True)
+class DataNeeds:
+    """What a task reads: ``dictionary`` (relative to the first data directory) when it is set up,
+    and for every split it loads, the binarized datasets ``<prefix>.bin``/``.idx`` of ``splits``
+    (``{split}`` stands for the split's name; relative to the data directory of the epoch)."""
+
+    dictionary: str = "dict.txt"
+    splits: tuple = ("{split}",)
+
+
+# fairseq's own tasks (their setup_task and load_dataset); ours declare ``data_needs`` themselves.
+FAIRSEQ_TASK_NEEDS = {
+    "language_modeling": DataNeeds(),
+    "masked_lm": DataNeeds(),
+    "sentence_prediction": DataNeeds(dictionary="input0/dict.txt", splits=("input0/{split}",)),
+}
+
+
+def check_config(cfg, on_cpu: bool, cli: str = "") -> None:
+    """``cli``: the module of the CLI's main function (fairseq_cli.train, fairseq_cli.eval_lm, ...)."""
+    check_data_dirs(cfg.task, cfg.dataset, splits_loaded(cli, cfg.dataset))
+    check_positive(cfg.task, TASK_SIZE, "must be positive")
+    check_positive(cfg.model, MODEL_SIZE, "model sizes (dimensions, layers, attention heads) must be positive")
     check_precision(cfg.common, on_cpu)
     check_distributed_backend(cfg.distributed_training, on_cpu)
+    if cli in TRAINING_CLIS:
+        check_restore_file(cfg.checkpoint)
 
 
-def check_data_dirs(task_cfg) -> None:
-    data = task_cfg.get("data") if task_cfg is not None else None
+def task_data_needs(task_name):
+    """The DataNeeds of a registered task, or None (a task that declares nothing is not checked)."""
+    return getattr(TASK_REGISTRY.get(task_name), "data_needs", None) or FAIRSEQ_TASK_NEEDS.get(task_name)
+
+
+def splits_loaded(cli: str, dataset_cfg) -> list:
+    """The splits the CLI loads before it trains or evaluates."""
+    if cli in TRAINING_CLIS:
+        valid = [] if dataset_cfg.disable_validation else dataset_cfg.valid_subset.split(",")
+        return [dataset_cfg.train_subset, *valid]
+    if cli == "fairseq_cli.eval_lm":
+        return [dataset_cfg.gen_subset]
+    return []
+
+
+def check_data_dirs(task_cfg, dataset_cfg, splits) -> None:
+    task_options = config_values(task_cfg)
+    data = task_options.get("data")
     if not data or "://" in data:  # remote paths are fairseq's PathManager's business
         return
     paths = data.split(os.pathsep)
     for path in paths:
         if not os.path.isdir(path):
             raise ValueError(f"data directory {path!r} does not exist")
-    task_cls = TASK_REGISTRY.get(task_cfg.get("_name"))
-    dictionary = os.path.join(paths[0], "dict.txt")
-    if task_cls is not None and issubclass(task_cls, DICTIONARY_TASKS) and not os.path.isfile(dictionary):
+    needs = task_data_needs(task_options.get("_name", task_options.get("task")))
+    if needs is None:
+        return
+    if not os.path.isfile(os.path.join(paths[0], needs.dictionary)):
         raise ValueError(
-            f"data directory {paths[0]!r} has no dictionary (dict.txt): it is not a binarized "
+            f"data directory {paths[0]!r} has no dictionary ({needs.dictionary}): it is not a binarized "
             "data directory; build one with normformer-build-corpus or fairseq-preprocess"
         )
+    if dataset_cfg.dataset_impl == "raw":  # text files, no .bin/.idx
+        return
+    for split in splits:
+        for path in paths if split == dataset_cfg.train_subset else paths[:1]:  # train: one directory an epoch
+            for prefix in needs.splits:
+                check_binarized(os.path.join(path, prefix.format(split=split)), split)
+
+
+def check_binarized(prefix: str, split: str) -> None:
+    """fairseq reports a missing split as "Dataset not found" once the model is built, and an empty one
+    as "cannot mmap an empty file" followed by an AttributeError from MMapIndexedDataset.__del__."""
+    for path in (prefix + ".idx", prefix + ".bin"):
+        problem = "does not exist" if not os.path.isfile(path) else "is empty" if os.path.getsize(path) == 0 else None
+        if problem:
+            raise ValueError(f"data file {path!r} of split {split!r} {problem}: {REBUILD}")
+
+
+def config_values(cfg) -> dict:
+    """{option: value} of a config section, an argparse.Namespace (argparse-configured models) or an
+    OmegaConf node (dataclass-configured), interpolations resolved."""
+    if cfg is None:
+        return {}
+    if isinstance(cfg, argparse.Namespace):
+        return vars(cfg)
+    return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+
+
+def check_positive(cfg, names: re.Pattern, rule: str) -> None:
+    for name, value in config_values(cfg).items():
+        if names.fullmatch(name) and isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} {value}: {rule}")
+
+
+def check_restore_file(checkpoint_cfg) -> None:
+    """fairseq trains from scratch, with an info line, when --restore-file names no file."""
+    restore = checkpoint_cfg.restore_file
+    if restore != "checkpoint_last.pt" and "://" not in restore and not os.path.isfile(restore):
+        raise ValueError(f"--restore-file {restore!r} does not exist: fairseq would train from scratch")
 
 
 def check_precision(common_cfg, on_cpu: bool) -> None:

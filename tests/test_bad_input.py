@@ -3,6 +3,7 @@
 The CLIs' entry points (fairseq_cli's cli_main) run in this process: each case fails before
 training, and the exception's message is the last line the CLI prints (checked once for real).
 """
+import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import pytest
 from fairseq_cli import eval_lm, train
 
 from .conftest import USER_DIR
-from .distributed.fairseq_runs import BIN, tiny_lm_args
+from .distributed.fairseq_runs import BIN, common_args, tiny_bert_args, tiny_lm_args
 from .distributed.fairseq_runs import train as run_fairseq_train
 
 OTHER_DICTIONARY = r"dictionary of data directory '.*other-data' .* does not match .*checkpoint_last.pt"
@@ -49,12 +50,18 @@ def save_dir(trained, tmp_path):
     return shutil.copytree(trained, tmp_path / "checkpoints")
 
 
+def linked_data_dir(data_bin, target, but=()):
+    """A copy of ``data_bin`` whose files are links, except those named in ``but`` (left out)."""
+    target.mkdir(parents=True)
+    for path in data_bin.iterdir():
+        if path.name not in but:
+            (target / path.name).symlink_to(path)
+    return target
+
+
 def data_dir_with_dictionary(data_bin, target, edit):
     """A copy of ``data_bin`` (the binarized data linked) whose dict.txt lines went through ``edit``."""
-    target.mkdir()
-    for path in data_bin.iterdir():
-        if path.name != "dict.txt":
-            (target / path.name).symlink_to(path)
+    linked_data_dir(data_bin, target, but=("dict.txt",))
     lines = (data_bin / "dict.txt").read_text().splitlines(keepends=True)
     (target / "dict.txt").write_text("".join(edit(lines)))
     return target
@@ -77,6 +84,7 @@ def test_missing_data_directory_is_named_by_the_cli(tmp_path):
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line == f"ValueError: data directory '{tmp_path / 'no-such-dir'}' does not exist"
+    assert not re.search("hydra|deprecat", result.stderr, re.IGNORECASE)  # fairseq's noise, silenced
 
 
 def test_data_directory_without_dictionary(tiny_lm_corpus, tmp_path, monkeypatch):
@@ -147,3 +155,83 @@ def test_evaluate_corrupt_checkpoint(save_dir, tiny_lm_corpus, monkeypatch):
     with pytest.raises(RuntimeError, match=r"checkpoint .*checkpoint_1_1.pt is truncated or corrupt"):
         run_in_process(eval_lm.cli_main, eval_lm_args(tiny_lm_corpus.data_bin, checkpoint), monkeypatch)
     assert snapshot(save_dir) == before
+
+
+REBUILD = "rebuild the data directory with normformer-build-corpus or fairseq-preprocess"
+TASK_ARGS = {  # the last --task/--criterion on a command line wins
+    "language_modeling": lambda data, save_dir: lm_args(data, save_dir),
+    "language_modeling_analysis": lambda data, save_dir: lm_args(data, save_dir, "--task", "language_modeling_analysis"),
+    "masked_lm": lambda data, save_dir: tiny_bert_args(data, save_dir, "--task", "masked_lm", "--criterion", "masked_lm"),
+    "mlm_nsp": lambda data, save_dir: tiny_bert_args(data, save_dir),
+}  # fmt: skip
+
+
+def fails_and_changes_nothing(cli_main, args, message, directories, monkeypatch):
+    before = [snapshot(directory) for directory in directories]
+    with pytest.raises(ValueError, match=message):
+        run_in_process(cli_main, args, monkeypatch)
+    assert [snapshot(directory) for directory in directories] == before
+
+
+@pytest.mark.parametrize("task", TASK_ARGS)
+def test_empty_training_data(task, save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
+    """fairseq: "ValueError: cannot mmap an empty file", then an AttributeError from MMapIndexedDataset.__del__."""
+    data = linked_data_dir(tiny_lm_corpus.data_bin, tmp_path / "data", but=("train.bin",))
+    (data / "train.bin").write_bytes(b"")
+    message = re.escape(f"data file '{data / 'train.bin'}' of split 'train' is empty: {REBUILD}")
+    fails_and_changes_nothing(train.cli_main, TASK_ARGS[task](data, save_dir), message, [save_dir, data], monkeypatch)
+
+
+def test_missing_validation_data(save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
+    """Checked before the model is built (fairseq: "Dataset not found: valid" after building it)."""
+    data = linked_data_dir(tiny_lm_corpus.data_bin, tmp_path / "data", but=("valid.bin", "valid.idx"))
+    args = [arg for arg in lm_args(data, save_dir) if arg != "--disable-validation"]
+    message = re.escape(f"data file '{data / 'valid.idx'}' of split 'valid' does not exist: {REBUILD}")
+    fails_and_changes_nothing(train.cli_main, args, message, [save_dir, data], monkeypatch)
+
+
+def test_sentence_prediction_without_its_inputs(save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
+    data = tmp_path / "glue-task"
+    linked_data_dir(tiny_lm_corpus.data_bin, data / "input0", but=("train.bin", "train.idx"))
+    args = [data, "--user-dir", USER_DIR, "--task", "sentence_prediction", "--criterion", "sentence_prediction",
+            "--arch", "normformer_roberta_base", "--num-classes", "2", *common_args(save_dir)]  # fmt: skip
+    message = re.escape(f"data file '{data / 'input0' / 'train.idx'}' of split 'train' does not exist: {REBUILD}")
+    fails_and_changes_nothing(train.cli_main, args, message, [save_dir, data / "input0"], monkeypatch)
+
+
+MODEL_SIZES = "model sizes \\(dimensions, layers, attention heads\\) must be positive"
+
+
+@pytest.mark.parametrize(
+    "model_args, switch, value, rule",
+    [
+        (lm_args, "--decoder-embed-dim", 0, MODEL_SIZES),  # fairseq: ZeroDivisionError in Embedding
+        (lm_args, "--decoder-ffn-embed-dim", 0, MODEL_SIZES),
+        (lm_args, "--decoder-layers", 0, MODEL_SIZES),
+        (lm_args, "--decoder-attention-heads", -4, MODEL_SIZES),
+        (tiny_bert_args, "--encoder-embed-dim", 0, MODEL_SIZES),
+        (tiny_bert_args, "--encoder-ffn-embed-dim", -1, MODEL_SIZES),
+        (tiny_bert_args, "--encoder-layers", 0, MODEL_SIZES),
+        (tiny_bert_args, "--encoder-attention-heads", 0, MODEL_SIZES),
+        (lm_args, "--tokens-per-sample", 0, "must be positive"),  # fairseq: ZeroDivisionError blocking the data
+    ],
+)
+def test_sizes_must_be_positive(model_args, switch, value, rule, save_dir, tiny_lm_corpus, monkeypatch):
+    args = model_args(tiny_lm_corpus.data_bin, save_dir, switch, value)
+    message = f"^{switch} {value}: {rule}$"
+    fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)
+
+
+def test_missing_restore_file(save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
+    """fairseq logs "No existing checkpoint found" and trains from scratch."""
+    missing = tmp_path / "pretrained" / "checkpoint_best.pt"
+    args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--restore-file", missing)
+    message = re.escape(f"--restore-file '{missing}' does not exist: fairseq would train from scratch")
+    fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)
+
+
+def test_bad_checkpoint_checks_switch(save_dir, tiny_lm_corpus, monkeypatch):
+    monkeypatch.setenv("NORMFORMER_CHECKPOINT_CHECKS", "off")
+    args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3")
+    message = re.escape("NORMFORMER_CHECKPOINT_CHECKS must be 1 (the default) or 0, not 'off'")
+    fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)

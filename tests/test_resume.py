@@ -13,7 +13,7 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 
-import fairseq_normformer  # noqa: F401  (applies its fairseq patches in this process)
+import fairseq_normformer  # noqa: F401  (applies its fairseq fixes in this process)
 
 from .distributed.fairseq_runs import (
     command,

@@ -6,6 +6,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.language_modeling import LanguageModelingConfig, LanguageModelingTask
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
+from ..checks import FAIRSEQ_TASK_NEEDS
 from ..instrumentation.task_mixin import AnalysisOptions, AnalysisTaskMixin
 
 
@@ -18,6 +19,8 @@ class LanguageModelingAnalysisConfig(AnalysisOptions, LanguageModelingConfig):
 class LanguageModelingAnalysisTask(AnalysisTaskMixin, LanguageModelingTask):
     """fairseq's ``language_modeling`` with the measurement options."""
 
+    data_needs = FAIRSEQ_TASK_NEEDS["language_modeling"]
+
 
 @dataclass
 class MaskedLMAnalysisConfig(AnalysisOptions, MaskedLMConfig):
@@ -27,3 +30,5 @@ class MaskedLMAnalysisConfig(AnalysisOptions, MaskedLMConfig):
 @register_task("masked_lm_analysis", dataclass=MaskedLMAnalysisConfig)
 class MaskedLMAnalysisTask(AnalysisTaskMixin, MaskedLMTask):
     """fairseq's ``masked_lm`` with the measurement options."""
+
+    data_needs = FAIRSEQ_TASK_NEEDS["masked_lm"]

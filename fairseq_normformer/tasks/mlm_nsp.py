@@ -18,6 +18,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.tasks import FairseqTask, register_task
 from omegaconf import II, MISSING
 
+from ..checks import DataNeeds
 from ..instrumentation.task_mixin import AnalysisOptions, AnalysisTaskMixin
 from ..data.masking import MaskedPairDataset, Masker, MaskingConfig
 from ..data.nsp_pairs import NEGATIVE_STRATEGIES, NspPairDataset, check_tokens_per_sample
@@ -57,6 +58,7 @@ class MlmNspConfig(AnalysisOptions, FairseqDataclass):
 @register_task("mlm_nsp", dataclass=MlmNspConfig)
 class MlmNspTask(AnalysisTaskMixin, FairseqTask):
     cfg: MlmNspConfig
+    data_needs = DataNeeds(dictionary="dict.txt", splits=("{split}",))  # read by setup_task, load_dataset
 
     def __init__(self, cfg: MlmNspConfig, dictionary: Dictionary):
         super().__init__(cfg)

@@ -1,6 +1,6 @@
 """Data-parallel and mixed-precision training on CPU.
 
-fairseq 0.12 assumes CUDA devices in the places patched here. Each patch acts only where fairseq
+fairseq 0.12 assumes CUDA devices in the places fixed here. Each fix acts only where fairseq
 itself would fail or misbehave without CUDA (a machine without CUDA devices, a module on CPU, or
 ``--cpu``); on GPUs every function below hands over to fairseq's own code unchanged.
 """
@@ -16,6 +16,7 @@ from fairseq.trainer import Trainer
 from omegaconf import DictConfig
 
 from .. import checks
+from .checkpoints import checkpoint_checks_on
 
 logger = logging.getLogger(__name__)
 
@@ -78,14 +79,15 @@ def infer_cpu_init_method(cfg) -> None:
 
 
 def call_main(cfg, main, **kwargs):
-    """fairseq's entry point for every CLI. Validates the command line (fairseq_normformer/checks.py),
-    then fixes fairseq's spawn on machines without CUDA devices: fairseq spawns
-    min(CUDA devices, world size) = 0 processes and exits 0 without training; here every rank is
-    spawned on this machine. With CUDA devices fairseq's call_main runs unchanged."""
+    """fairseq's entry point for every CLI. Validates the command line (fairseq_normformer/checks.py)
+    and NORMFORMER_CHECKPOINT_CHECKS, then fixes fairseq's spawn on machines without CUDA devices:
+    fairseq spawns min(CUDA devices, world size) = 0 processes and exits 0 without training; here
+    every rank is spawned on this machine. With CUDA devices fairseq's call_main runs unchanged."""
     on_cpu = trains_on_cpu(cfg.common)
     if on_cpu:
         use_cpu_precision_paths(cfg)
-    checks.check_config(cfg, on_cpu=on_cpu)
+    checkpoint_checks_on()  # a bad NORMFORMER_CHECKPOINT_CHECKS stops the run here, not at its first save
+    checks.check_config(cfg, on_cpu=on_cpu, cli=main.__module__)
     dist_cfg = cfg.distributed_training
     if torch.cuda.device_count() > 0 or cfg.common.tpu:
         return _fairseq_call_main(cfg, main, **kwargs)
@@ -130,8 +132,3 @@ def train_step(self, samples, raise_oom=False):
     metrics.log_stop_time("train_wall")
     return None
 
-
-def patch_cpu_training() -> None:
-    distributed_utils.call_main = call_main
-    distributed_fairseq_model.DistributedDataParallel = DistributedDataParallel
-    Trainer.train_step = train_step

@@ -1,8 +1,11 @@
 """Checkpoints that survive SIGKILL, name their corruption, and know their dictionary.
 
-None of these patches depends on the device: they change how checkpoint files are written and
-checked, never what is in a model, an optimizer or a training step.
+None of these fixes depends on the device: they change how checkpoint files are written and
+checked, never what is in a model, an optimizer or a training step. Their I/O costs (an fsync per
+write, a CRC read per load, a dictionary fingerprint written and checked) are turned off with
+NORMFORMER_CHECKPOINT_CHECKS=0, read at every save and load (docs/fixes.md).
 """
+import argparse
 import hashlib
 import os
 import shutil
@@ -19,18 +22,32 @@ _fairseq_load_model_ensemble_and_task = checkpoint_utils.load_model_ensemble_and
 _fairseq_trainer_state_dict = Trainer.state_dict
 _fairseq_trainer_load_checkpoint = Trainer.load_checkpoint
 
+CHECKS_SWITCH = "NORMFORMER_CHECKPOINT_CHECKS"
+
+
+def checkpoint_checks_on() -> bool:
+    """The switch: 1 (the default) or 0, read where a checkpoint is written or loaded (and by the
+    command-line checks, so that a bad value stops a run before it starts)."""
+    value = os.environ.get(CHECKS_SWITCH, "1")
+    if value not in ("0", "1"):
+        raise ValueError(f"{CHECKS_SWITCH} must be 1 (the default) or 0, not {value!r}")
+    return value == "1"
+
 
 # --- atomic writes --------------------------------------------------------------------------------
-def write_atomically(path: str, write) -> None:
+def write_atomically(path: str, write, durable: bool = True) -> None:
     """``write(file)`` fills a temporary file next to ``path``, which then replaces ``path`` in one
-    step: a reader (or a resume after SIGKILL or power loss) sees the old file or the new one,
-    never a part of one."""
+    step: a reader (or a resume after SIGKILL) sees the old file or the new one, never a part of
+    one. ``durable`` fsyncs the file and the rename, so that this holds after a power loss too."""
     tmp = path + ".tmp"
     with open(tmp, "wb") as f:
         write(f)
-        f.flush()
-        os.fsync(f.fileno())
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if not durable:
+        return
     dir_fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
     try:
         os.fsync(dir_fd)  # make the rename itself durable
@@ -40,8 +57,9 @@ def write_atomically(path: str, write) -> None:
 
 def torch_persistent_save(obj, filename, async_write: bool = False):
     """fairseq's save renames a temp file into place without fsync (a crash can leave an empty
-    file). Local files here go through write_atomically; async and remote writes stay fairseq's."""
-    if async_write or PathManager.path_requires_pathmanager(filename):
+    file). Local files here go through write_atomically; async and remote writes stay fairseq's, and
+    so does every write with the checks off."""
+    if async_write or PathManager.path_requires_pathmanager(filename) or not checkpoint_checks_on():
         return _fairseq_persistent_save(obj, filename, async_write)
     write_atomically(filename, lambda f: torch.save(obj, f))
 
@@ -50,14 +68,15 @@ class AtomicCopyPathManager(PathManager):
     """save_checkpoint writes one checkpoint, then *copies* it to checkpoint_last.pt (and
     checkpoint_best.pt) with shutil.copyfile, which truncates the destination first: SIGKILL during
     the copy leaves a truncated checkpoint_last.pt, and the next run cannot resume. Local copies
-    here go through write_atomically."""
+    here go through write_atomically, without its fsyncs when the checks are off: a copy costs no
+    more I/O than fairseq's, and only a power loss can still leave a truncated file."""
 
     @staticmethod
     def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
         if PathManager.path_requires_pathmanager(dst_path):
             return PathManager.copy(src_path, dst_path, overwrite)
         with open(src_path, "rb") as src:
-            write_atomically(dst_path, lambda dst: shutil.copyfileobj(src, dst))
+            write_atomically(dst_path, lambda dst: shutil.copyfileobj(src, dst), durable=checkpoint_checks_on())
         return True
 
 
@@ -83,7 +102,8 @@ def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
     """fairseq loads a checkpoint whose tensor bytes are damaged without a word, and reports a
     truncated one with torch's "PytorchStreamReader failed reading zip archive", which names
     neither the file nor the problem. Local files are checked first (one more read of the file)."""
-    if not PathManager.path_requires_pathmanager(path) and os.path.isfile(path):
+    local = not PathManager.path_requires_pathmanager(path) and os.path.isfile(path)
+    if local and checkpoint_checks_on():
         damage = checkpoint_damage(path)
         if damage:
             raise RuntimeError(
@@ -122,6 +142,8 @@ def task_data_dir(task) -> str:
 
 
 def check_dictionaries(path: str, task) -> None:
+    if not checkpoint_checks_on():
+        return
     recorded = recorded_fingerprints(path)
     if recorded is None:
         return
@@ -143,7 +165,8 @@ def trainer_state_dict(self):
     """Records the dictionaries' fingerprints in every checkpoint (fairseq records none, so resuming
     or evaluating with another dictionary of the same size silently scrambles the embeddings)."""
     state = _fairseq_trainer_state_dict(self)
-    state["extra_state"]["dictionaries"] = dictionary_fingerprints(self.task)
+    if checkpoint_checks_on():
+        state["extra_state"]["dictionaries"] = dictionary_fingerprints(self.task)
     return state
 
 
@@ -164,10 +187,9 @@ def load_model_ensemble_and_task(filenames, arg_overrides=None, task=None, *args
     return _fairseq_load_model_ensemble_and_task(filenames, arg_overrides, task, *args, **kwargs)
 
 
-def patch_checkpoints() -> None:
-    checkpoint_utils.torch_persistent_save = torch_persistent_save
-    checkpoint_utils.PathManager = AtomicCopyPathManager
-    checkpoint_utils.load_checkpoint_to_cpu = load_checkpoint_to_cpu
-    checkpoint_utils.load_model_ensemble_and_task = load_model_ensemble_and_task
-    Trainer.state_dict = trainer_state_dict
-    Trainer.load_checkpoint = trainer_load_checkpoint
+
+def allow_namespace_checkpoints() -> None:
+    """Argparse-configured models (RobertaModel and ours built on it) and argparse-era fairseq
+    checkpoints store an argparse.Namespace; torch >= 2.6 loads with weights_only=True, which
+    refuses any class not allow-listed. A Namespace holds only command-line values."""
+    torch.serialization.add_safe_globals([argparse.Namespace])

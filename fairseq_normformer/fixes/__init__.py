@@ -1,0 +1,124 @@
+"""Fixes to fairseq 0.12, applied by ``apply()`` (which fairseq_normformer/__init__.py calls once).
+
+``FIXES`` is the whole list: each entry names the fairseq symbols it replaces, the fairseq bug it
+fixes, what it changes on CPU and on GPU, and its I/O cost. docs/fixes.md is the same table for
+readers; tests/test_fixes.py checks that what is installed is what the table says.
+"""
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from fairseq import checkpoint_utils
+from fairseq.distributed import utils as distributed_utils
+from fairseq.models import distributed_fairseq_model
+from fairseq.trainer import Trainer
+
+from . import checkpoints, cpu_training
+from .checkpoints import CHECKS_SWITCH
+from .hydra_warnings import silence_fairseq_hydra_warnings
+
+SWITCHABLE = f"turned off by {CHECKS_SWITCH}=0"
+
+
+def symbol_name(owner, attribute: str) -> str:
+    """``fairseq.trainer.Trainer.train_step`` for a class, ``fairseq.checkpoint_utils.PathManager`` for a module."""
+    owner_name = f"{owner.__module__}.{owner.__name__}" if isinstance(owner, type) else owner.__name__
+    return f"{owner_name}.{attribute}"
+
+
+@dataclass(frozen=True)
+class Fix:
+    replacements: tuple  # (owner, attribute, replacement): applying sets owner.attribute = replacement
+    bug: str
+    on_cpu: str
+    on_gpu: str = "the same as on CPU"
+    io_cost: str = "none"
+    setup: Optional[Callable[[], None]] = None  # for a fix that replaces no fairseq symbol
+
+    def replaces(self) -> list:
+        return [symbol_name(owner, attribute) for owner, attribute, _ in self.replacements]
+
+    def apply(self) -> None:
+        for owner, attribute, replacement in self.replacements:
+            setattr(owner, attribute, replacement)
+        if self.setup is not None:
+            self.setup()
+
+
+FIXES = {
+    "call_main": Fix(
+        replacements=((distributed_utils, "call_main", cpu_training.call_main),),
+        bug="without CUDA devices fairseq spawns min(CUDA devices, world size) = 0 processes and exits 0; "
+        "divides the torchrun rank by 0 devices; turns --bf16 into --tpu; keys --fp16's master copy by CUDA device",
+        on_cpu="command-line checks (checks.py); one process per rank; --bf16 without --tpu; "
+        "--fp16 with --fp16-no-flatten-grads",
+        on_gpu="command-line checks (checks.py), then fairseq's call_main unchanged",
+        io_cost="the checks stat the data files a run will load",
+    ),
+    "cpu_ddp": Fix(
+        replacements=((distributed_fairseq_model, "DistributedDataParallel", cpu_training.DistributedDataParallel),),
+        bug="--ddp-backend pytorch_ddp passes device_ids=[0], which torch's DDP refuses for a CPU module",
+        on_cpu="device_ids=None",
+        on_gpu="none: fairseq's arguments",
+    ),
+    "cpu_fp16_overflow": Fix(
+        replacements=((Trainer, "train_step", cpu_training.train_step),),
+        bug="the fp16 overflow handler ends with torch.tensor(0.0).cuda(): the first overflow kills a CPU run",
+        on_cpu="the overflowing update is skipped and the loss scale halved, as fairseq does on GPU",
+        on_gpu="none: fairseq's train_step",
+    ),
+    "atomic_checkpoint_writes": Fix(
+        replacements=(
+            (checkpoint_utils, "torch_persistent_save", checkpoints.torch_persistent_save),
+            (checkpoint_utils, "PathManager", checkpoints.AtomicCopyPathManager),
+        ),
+        bug="saves are renamed into place without fsync, and checkpoint_last.pt is written by a copy that "
+        "truncates it first: SIGKILL during the copy leaves an empty checkpoint_last.pt",
+        on_cpu="local writes go to <name>.tmp, are fsynced and renamed over <name>",
+        io_cost=f"an fsync of each checkpoint file and its directory ({SWITCHABLE}: then fairseq's save, "
+        "and the copy to checkpoint_last.pt still renamed into place, without fsync)",
+    ),
+    "checkpoint_crc_check": Fix(
+        replacements=((checkpoint_utils, "load_checkpoint_to_cpu", checkpoints.load_checkpoint_to_cpu),),
+        bug="a checkpoint with damaged tensor bytes loads without a word; a truncated one fails with "
+        "torch's 'PytorchStreamReader failed reading zip archive'",
+        on_cpu="a local checkpoint's zip CRCs are checked before loading; damage is named with the file",
+        io_cost=f"one more read of the whole file per load ({SWITCHABLE})",
+    ),
+    "dictionary_fingerprint": Fix(
+        replacements=(
+            (Trainer, "state_dict", checkpoints.trainer_state_dict),
+            (Trainer, "load_checkpoint", checkpoints.trainer_load_checkpoint),
+            (checkpoint_utils, "load_model_ensemble_and_task", checkpoints.load_model_ensemble_and_task),
+        ),
+        bug="a checkpoint records no dictionary: resuming or evaluating with another dictionary of the same "
+        "size scrambles the embeddings silently",
+        on_cpu="checkpoints record the md5 of their dictionaries' symbols; resume and evaluation check it",
+        io_cost=f"a few bytes per checkpoint; a read of its pickled part (mmap) per load ({SWITCHABLE})",
+    ),
+    "namespace_checkpoints": Fix(
+        replacements=(),
+        setup=checkpoints.allow_namespace_checkpoints,
+        bug="torch >= 2.6 loads with weights_only=True and refuses the argparse.Namespace that "
+        "argparse-configured models (RoBERTa) and older fairseq checkpoints store",
+        on_cpu="argparse.Namespace is added to torch's safe globals",
+    ),
+    "hydra_warnings": Fix(
+        replacements=(),
+        setup=silence_fairseq_hydra_warnings,
+        bug="every CLI start prints six hydra deprecation warnings about fairseq's own code and configs",
+        on_cpu="those six messages are filtered (warnings.filterwarnings, by message); other warnings stay",
+    ),
+}
+
+
+def applied() -> bool:
+    """Whether the fixes are in place (by this copy of the package or another)."""
+    return distributed_utils.call_main.__module__.endswith(".fixes.cpu_training")
+
+
+def apply() -> None:
+    """Apply every fix in FIXES, once: later calls change nothing."""
+    if applied():
+        return
+    for fix in FIXES.values():
+        fix.apply()

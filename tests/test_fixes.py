@@ -1,0 +1,138 @@
+"""The fixes table (fairseq_normformer/fixes): what it lists is what is installed, once; the
+NORMFORMER_CHECKPOINT_CHECKS switch in both states; fairseq's hydra warnings filtered, no others."""
+import importlib
+import os
+import warnings
+
+import pytest
+import torch
+from fairseq import checkpoint_utils, options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+from fairseq_normformer import fixes
+from fairseq_normformer.fixes import cpu_training
+from fairseq_normformer.fixes.hydra_warnings import silence_fairseq_hydra_warnings
+
+from .conftest import USER_DIR
+from .distributed.fairseq_runs import common_args, model_weights, train
+
+SWITCH = "NORMFORMER_CHECKPOINT_CHECKS"
+
+
+def resolve(symbol: str):
+    """``fairseq.trainer.Trainer.train_step`` -> the object it names now."""
+    parts = symbol.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        try:
+            owner = importlib.import_module(".".join(parts[:split]))
+        except ModuleNotFoundError:
+            continue
+        for part in parts[split:]:
+            owner = getattr(owner, part)
+        return owner
+    raise ValueError(symbol)
+
+
+def test_every_fix_is_installed_as_the_table_says():
+    replaced = [name for fix in fixes.FIXES.values() for name in fix.replaces()]
+    assert len(replaced) == len(set(replaced)) == 9  # nine fairseq symbols, each replaced by one fix
+    for fix in fixes.FIXES.values():
+        for name, (_, _, replacement) in zip(fix.replaces(), fix.replacements):
+            assert resolve(name) is replacement, name
+    assert fixes.applied()
+
+
+def test_apply_twice_changes_nothing():
+    installed = {name: resolve(name) for fix in fixes.FIXES.values() for name in fix.replaces()}
+    fixes.apply()
+    assert {name: resolve(name) for name in installed} == installed
+    assert cpu_training._fairseq_call_main.__module__ == "fairseq.distributed.utils"  # fairseq's, not ours
+
+
+@pytest.mark.parametrize("checks, fsyncs", [("1", 4), ("0", 0)])  # write: file + directory; copy: same
+def test_checkpoint_writes_fsync_only_with_checks_on(checks, fsyncs, tmp_path, monkeypatch):
+    monkeypatch.setenv(SWITCH, checks)
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    state = {"weight": torch.arange(1000.0)}
+    checkpoint_utils.torch_persistent_save(state, str(tmp_path / "checkpoint_1_1.pt"))
+    checkpoint_utils.PathManager.copy(str(tmp_path / "checkpoint_1_1.pt"), str(tmp_path / "checkpoint_last.pt"))
+    assert len(synced) == fsyncs
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint_1_1.pt", "checkpoint_last.pt"]
+    assert torch.equal(torch.load(tmp_path / "checkpoint_last.pt")["weight"], state["weight"])
+
+
+def fairseq_lm_args(data_bin, save_dir, *plugin) -> list:
+    """fairseq's own transformer_lm, so that the same run works with and without the plugin."""
+    return [data_bin, *plugin, "--task", "language_modeling", "--arch", "transformer_lm", "--decoder-layers", "1",
+            "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-attention-heads", "4",
+            "--tokens-per-sample", "32", "--max-update", "2", *common_args(save_dir)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def checkpoints_by_switch(tiny_lm_corpus, tmp_path_factory):
+    """checkpoint_last.pt of the same 2 updates: fairseq alone, and with the plugin, checks on and off."""
+    runs = {"fairseq": ((), "1"), "checks on": (("--user-dir", USER_DIR), "1"), "checks off": (("--user-dir", USER_DIR), "0")}
+    checkpoints = {}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name, (plugin, checks) in runs.items():
+            monkeypatch.setenv(SWITCH, checks)
+            save_dir = tmp_path_factory.mktemp(name.replace(" ", "_"))
+            train(fairseq_lm_args(tiny_lm_corpus.data_bin, save_dir, *plugin))
+            checkpoints[name] = save_dir / "checkpoint_last.pt"
+    return checkpoints
+
+
+def test_checks_off_writes_checkpoints_as_fairseq_does(checkpoints_by_switch):
+    states = {name: torch.load(path, map_location="cpu") for name, path in checkpoints_by_switch.items()}
+    extra = {name: set(state["extra_state"]) for name, state in states.items()}
+    assert extra["checks off"] == extra["fairseq"]
+    assert extra["checks on"] == extra["fairseq"] | {"dictionaries"}
+    assert {name: set(state) for name, state in states.items()} == {name: set(states["fairseq"]) for name in states}
+    fairseq_weights = model_weights(checkpoints_by_switch["fairseq"])
+    for name in ("checks on", "checks off"):  # the same training either way
+        weights = model_weights(checkpoints_by_switch[name])
+        assert all(torch.equal(weights[key], fairseq_weights[key]) for key in fairseq_weights)
+
+
+def flip_bits_in_the_middle(path, copy):
+    content = bytearray(path.read_bytes())
+    middle = len(content) // 2
+    content[middle : middle + 64] = bytes(b ^ 0xFF for b in content[middle : middle + 64])
+    copy.write_bytes(bytes(content))
+    return str(copy)
+
+
+@pytest.mark.parametrize("checks", ["1", "0"])
+def test_damaged_checkpoint_is_named_only_with_checks_on(checks, checkpoints_by_switch, tmp_path, monkeypatch):
+    """What turning the checks off loses: a checkpoint whose tensor bytes were damaged on disk (a
+    record failing its CRC) loads without a word."""
+    damaged = flip_bits_in_the_middle(checkpoints_by_switch["fairseq"], tmp_path / "damaged.pt")
+    monkeypatch.setenv(SWITCH, checks)
+    if checks == "1":
+        with pytest.raises(RuntimeError, match=r"checkpoint .*damaged.pt is truncated or corrupt \(record .* CRC"):
+            checkpoint_utils.load_checkpoint_to_cpu(damaged)
+    else:
+        assert checkpoint_utils.load_checkpoint_to_cpu(damaged)["optimizer_history"]
+
+
+def hydra_warnings_of_fairseqs_config(silenced: bool) -> list:
+    """The warnings fairseq-train's conversion of its arguments to a config raises (every warning
+    recorded, whatever was shown before), with or without the filters of the hydra_warnings fix."""
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(parser, ["data", "--task", "language_modeling", "--arch", "transformer_lm"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        if silenced:
+            silence_fairseq_hydra_warnings()
+        convert_namespace_to_omegaconf(args)
+        warnings.warn("a warning of the user's own", UserWarning)
+    return [str(warning.message) for warning in caught]
+
+
+def test_only_fairseqs_hydra_warnings_are_silenced():
+    unfiltered = hydra_warnings_of_fairseqs_config(silenced=False)
+    assert sum("hydra" in message.lower() or "deprecated" in message for message in unfiltered) >= 5
+    assert hydra_warnings_of_fairseqs_config(silenced=True) == ["a warning of the user's own"]
