@@ -66,7 +66,7 @@ def convert_checkpoint(src: str, dst: str) -> dict:
     """Write ``dst``, a normformer_lm checkpoint with the same logits as fairseq checkpoint ``src``."""
     if os.path.exists(dst):
         raise FileExistsError(f"{dst} already exists; refusing to overwrite it")
-    state = checkpoint_utils.load_checkpoint_to_cpu(src)  # (argparse.Namespace is allow-listed: patches/)
+    state = checkpoint_utils.load_checkpoint_to_cpu(src)  # (argparse.Namespace is allow-listed: fixes/)
     model_name = state["cfg"]["model"].get("_name")
     if model_name != "transformer_lm":
         raise ValueError(f"{src} holds a '{model_name}' model, not fairseq's transformer_lm")
