@@ -16,6 +16,7 @@ setup(
             "normformer-user-dir=fairseq_normformer.cli.user_dir:main",
             "normformer-analyze=fairseq_normformer.cli.analyze:main",
             "normformer-zero-shot=fairseq_normformer.cli.zero_shot:main",
+            "normformer-paper-settings=fairseq_normformer.paper:main",
         ]
     },
 )

@@ -2,14 +2,15 @@
 #
 #   recipes/<recipe>.sh [paper|tiny] [OUT_DIR]
 #
-# paper: the paper's hyperparameters, for a GPU cluster. Needs DATA (a fairseq-preprocess directory
-#        of your corpus). WORLD_SIZE GPUs (default 8); --update-freq is computed so that one update
-#        sees the paper's tokens: world size x --batch-size x --tokens-per-sample x --update-freq =
-#        0.5M tokens (125M, 355M) or 1M (1.3B, 2.7B), as the authors' examples/normformer/train_lm.sh.
+# paper: the paper's settings (fairseq_normformer/paper.py, `normformer-paper-settings`), for a GPU
+#        cluster. Needs DATA (a fairseq-preprocess directory of your corpus). WORLD_SIZE GPUs (default 8),
+#        BATCH_SIZE and TOKENS_PER_SAMPLE (default: the authors'); --update-freq is computed so that
+#        one update sees the paper's tokens (0.5M for 125M and 355M, 1M above).
 # tiny:  a scaled-down run on 2 CPU cores within 15 minutes, on the standard-library docstring
 #        corpus (built under work/recipes/ on first use). Two single-threaded runs go in parallel.
-# DRY_RUN=1 writes and prints the commands without running them. Every command run is appended to
-# OUT_DIR/commands.sh. Finished runs (a "done" marker) are reused, never trained again.
+# Runs follow the run-directory convention of recipes/_run_dir.sh (docs/recipes.md): DRY_RUN=1 prints
+# the commands without running them, every command is appended to OUT_DIR/commands.sh, finished runs
+# (a "done" marker) are reused, never trained again.
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +20,7 @@ USER_DIR="$REPO/fairseq_normformer"
 RECIPE="$(basename "$0" .sh)"
 SCALE="${1:-paper}"
 OUT="$(mkdir -p "${2:-$REPO/work/recipes/$RECIPE-$SCALE}" && cd "${2:-$REPO/work/recipes/$RECIPE-$SCALE}" && pwd)"
-DRY_RUN="${DRY_RUN:-0}"
+source "$REPO/recipes/_run_dir.sh"
 case "$SCALE" in
   paper | tiny) ;;
   *) echo "usage: $0 [paper|tiny] [OUT_DIR]" >&2; exit 2 ;;
@@ -28,14 +29,6 @@ if [ "$SCALE" = tiny ]; then export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"; fi
 JOBS="${JOBS:-$([ "$SCALE" = tiny ] && echo 2 || echo 1)}"  # runs at a time
 
 log() { echo "[$RECIPE $SCALE] $*" >&2; }
-
-# Append a command to OUT/commands.sh (paths relative to the repository root); run it unless DRY_RUN=1.
-run() {
-  local line
-  line="$(printf '%q ' "$@")"
-  echo "${line//$REPO\//}" >>"$OUT/commands.sh"
-  if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "$@"; fi
-}
 
 # --- data -----------------------------------------------------------------------------------
 data_dir() {
@@ -50,43 +43,40 @@ data_dir() {
 }
 
 # --- the paper's settings -----------------------------------------------------------------------
-# update_freq TARGET_TOKENS BATCH_SIZE TOKENS_PER_SAMPLE WORLD_SIZE
-update_freq() {
-  local per_step=$(($2 * $3 * $4))
-  if (($1 % per_step != 0)); then
-    echo "error: $1 tokens per update is not a multiple of world size $4 x batch $2 x tokens $3" >&2
-    exit 2
+# recipe_settings TABLE [SIZE...]: the PAPER_* arrays of one paper table (paper_settings), for WORLD_SIZE
+# GPUs at paper scale; the tiny scale uses the paper's optimiser (PAPER_OPTIMIZER) only.
+recipe_settings() {
+  local table="$1" size flags=()
+  shift
+  for size in "$@"; do flags+=(--size "$size"); done
+  if [ "$SCALE" = paper ]; then
+    flags+=(--world-size "${WORLD_SIZE:-8}")
+    if [ -n "${BATCH_SIZE:-}" ]; then flags+=(--batch-size "$BATCH_SIZE"); fi
+    if [ -n "${TOKENS_PER_SAMPLE:-}" ]; then flags+=(--tokens-per-sample "$TOKENS_PER_SAMPLE"); fi
   fi
-  echo $(($1 / per_step))
+  paper_settings --table "$table" "${flags[@]}"
 }
 
-# paper_batch SIZE: the batch flags of one GPT-3 size (Table 6), into the array BATCH.
-paper_batch() {
-  local world="${WORLD_SIZE:-8}" tps="${TOKENS_PER_SAMPLE:-2048}" bsz target updates
-  case "$1" in
-    gpt3_small | gpt3_medium) bsz="${BATCH_SIZE:-16}" target=524288 updates=572204 ;;
-    gpt3_large | gpt3_xl | gpt3_2_7) bsz="${BATCH_SIZE:-4}" target=1048576 updates=286102 ;;
-    *) echo "error: unknown size $1" >&2; exit 2 ;;
-  esac
-  updates="${MAX_UPDATE:-$updates}"
-  BATCH=(--tokens-per-sample "$tps" --batch-size "$bsz" --update-freq "$(update_freq $target "$bsz" "$tps" "$world")"
-         --distributed-world-size "$world" --total-num-update "$updates" --max-update "$updates")
+# paper_args SIZE MODEL: into the array ARGS, one paper-scale run's model, batch, optimiser, schedule
+# and precision flags (all but --lr); MAX_UPDATE=N shortens the schedule.
+paper_args() {
+  local key="$1/$2" model batch schedule
+  eval "model=(${PAPER_MODEL_ARGS[$key]}) batch=(${PAPER_BATCH_ARGS[$key]}) schedule=(${PAPER_SCHEDULE_ARGS[$key]})"
+  ARGS=("${model[@]}" "${batch[@]}" "${PAPER_OPTIMIZER[@]}" "${schedule[@]}" "${PAPER_PRECISION[@]}")
+  if [ -n "${MAX_UPDATE:-}" ]; then ARGS+=(--total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE"); fi
 }
 
-# Optimisation and regularisation of the paper (authors' examples/normformer/train_lm.sh).
+# Bookkeeping of the paper-scale runs (validation, checkpoints, logs).
 PAPER_TRAIN=(--task language_modeling_analysis --sample-break-mode none --required-batch-size-multiple 1
-  --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-08 --weight-decay 0.01 --clip-norm 0.0
-  --lr-scheduler polynomial_decay --warmup-updates 750 --dropout 0.1 --attention-dropout 0.1
-  --fp16 --fp16-init-scale 4 --validate-interval-updates 1000 --save-interval-updates 10000
-  --keep-interval-updates 2 --no-epoch-checkpoints --seed 1 --log-format json --log-interval 100)
+  --validate-interval-updates 1000 --save-interval-updates 10000 --keep-interval-updates 2
+  --no-epoch-checkpoints --seed 1 --log-format json --log-interval 100)
 
 # The same recipe scaled down for 2 CPU cores (fp32: fp16 needs a GPU).
 TINY_MODEL=(--arch normformer_lm --decoder-layers 6 --decoder-embed-dim 64 --decoder-ffn-embed-dim 256
   --decoder-attention-heads 4 --share-decoder-input-output-embed)
 tiny_train() {  # tiny_train MAX_UPDATE: into the array TRAIN
   TRAIN=(--task language_modeling_analysis --sample-break-mode none --tokens-per-sample 128 --batch-size 16
-    --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-08 --weight-decay 0.01 --clip-norm 0.0
-    --lr-scheduler polynomial_decay --warmup-updates $(($1 / 10)) --total-num-update "$1" --max-update "$1"
+    "${PAPER_OPTIMIZER[@]}" --lr-scheduler polynomial_decay --warmup-updates $(($1 / 10)) --total-num-update "$1" --max-update "$1"
     --dropout 0.1 --attention-dropout 0.1 --validate-interval-updates $(($1 / 10)) --validate-interval 1000
     --no-epoch-checkpoints
     --save-interval-updates 100000 --seed 1 --cpu --num-workers 0 --log-format json --log-interval 10)
@@ -96,12 +86,13 @@ tiny_train() {  # tiny_train MAX_UPDATE: into the array TRAIN
 # train RUN_DIR FAIRSEQ_TRAIN_ARGS...: fairseq-train into RUN_DIR (train.log, checkpoints/), in the
 # background when JOBS > 1; a finished run is reused.
 PIDS=()
-small_baseline_common() {  # into COMMON: data + training flags + the 125M Pre-LN shape (paper) or TINY_MODEL (tiny)
+small_baseline_common() {  # small_baseline_common TABLE: into COMMON, data + training flags + the 125M Pre-LN baseline
   local data_bin
   data_bin="$(data_dir)"
+  recipe_settings "$1" 125M
   if [ "$SCALE" = paper ]; then
-    paper_batch gpt3_small
-    COMMON=("$data_bin" "${PAPER_TRAIN[@]}" "${BATCH[@]}" --arch preln_lm_gpt3_small)
+    paper_args 125M baseline
+    COMMON=("$data_bin" "${PAPER_TRAIN[@]}" "${ARGS[@]}")
   else
     tiny_train "${UPDATES:-300}"
     COMMON=("$data_bin" "${TRAIN[@]}" "${TINY_MODEL[@]}")
@@ -111,27 +102,14 @@ small_baseline_common() {  # into COMMON: data + training flags + the 125M Pre-L
 train() {
   local dir="$1"
   shift
-  if [ -e "$dir/done" ]; then log "$(basename "$dir"): finished before, reused"; return; fi
+  if is_done "$dir"; then log "$(basename "$dir"): finished before, reused"; return; fi
   mkdir -p "$dir"
   log "training $(basename "$dir") -> $dir/train.log"
-  if [ "$DRY_RUN" = 1 ]; then
-    run "$BIN/fairseq-train" "$@" --user-dir "$USER_DIR" --save-dir "$dir/checkpoints"
-    return
-  fi
-  _train_one "$dir" "$@" &
+  local cmd=("$BIN/fairseq-train" "$@" --user-dir "$USER_DIR" --save-dir "$dir/checkpoints")
+  if [ "$DRY_RUN" = 1 ]; then run_in "$dir" "$dir/train.log" "${cmd[@]}"; return; fi
+  run_in "$dir" "$dir/train.log" "${cmd[@]}" &
   PIDS+=($!)
   if ((${#PIDS[@]} >= JOBS)); then wait_runs; fi
-}
-
-_train_one() {
-  local dir="$1"
-  shift
-  if run "$BIN/fairseq-train" "$@" --user-dir "$USER_DIR" --save-dir "$dir/checkpoints" >"$dir/train.log" 2>&1; then
-    touch "$dir/done"
-  else
-    log "$(basename "$dir") failed; see $dir/train.log"
-    return 1
-  fi
 }
 
 wait_runs() {  # wait for the background runs; fail if one failed
@@ -144,18 +122,20 @@ wait_runs() {  # wait for the background runs; fail if one failed
 analyze() { run "$BIN/normformer-analyze" "$@"; }
 
 # --- the baseline / NormFormer pair of Figures 2-5 -------------------------------------------------
-# pair_runs: a Pre-LN baseline and a NormFormer (125M at paper scale, each at the authors' best LR:
-# baseline 1e-3, "stronger high-lr baseline"; NormFormer 3e-3), with validation, checkpoints and the
-# gradient norms recorded. Shared by the figure recipes through PAIR (default work/recipes/lm-pair-SCALE).
+# pair_runs: a Pre-LN baseline and a NormFormer (125M at paper scale, each at the authors' best LR,
+# normformer-paper-settings --table figs), with validation, checkpoints and the gradient norms recorded.
+# Shared by the figure recipes through PAIR (default work/recipes/lm-pair-SCALE).
 pair_runs() {
   PAIR="${PAIR:-$REPO/work/recipes/lm-pair-$SCALE}"
   local data
   data="$(data_dir)"
-  local base_lr="${BASE_LR:-1e-3}" nf_lr="${NF_LR:-3e-3}" interval="${GRAD_NORM_INTERVAL:-100}"
-  local base=(--arch preln_lm_gpt3_small) nf=(--arch normformer_lm_gpt3_small) common
+  recipe_settings figs
+  local base_lr="${BASE_LR:-${PAPER_LRS[125M/baseline]}}" nf_lr="${NF_LR:-${PAPER_LRS[125M/normformer]}}"
+  local interval="${GRAD_NORM_INTERVAL:-100}" base nf common
   if [ "$SCALE" = paper ]; then
-    paper_batch gpt3_small
-    common=("$data" "${PAPER_TRAIN[@]}" "${BATCH[@]}")
+    paper_args 125M baseline && base=("${ARGS[@]}")
+    paper_args 125M normformer && nf=("${ARGS[@]}")
+    common=("$data" "${PAPER_TRAIN[@]}")
   else
     base_lr="${BASE_LR:-3e-3}" nf_lr="${NF_LR:-3e-3}" interval="${GRAD_NORM_INTERVAL:-5}"
     tiny_train "${PAIR_UPDATES:-800}"

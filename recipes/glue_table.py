@@ -8,18 +8,20 @@ RUNS_DIR/TASK/lrLR/train.log are fairseq-train logs (--log-format simple). Metri
 fairseq's sentence_prediction criterion logs: accuracy, mcc (CoLA), pearson (STS-B).
 """
 import argparse
-import re
 import sys
 from pathlib import Path
+
+from fairseq_normformer.analysis.training_log import read_training_log
 
 TASK_METRIC = {"CoLA": "mcc", "STS-B": "pearson"}  # others: accuracy
 
 
 def best_dev(log: Path, metric: str):
     """The best value of ``metric`` over the log's validation lines, or None."""
-    pattern = re.compile(rf"\| {metric} (-?[\d.]+)")
-    values = [float(m.group(1)) for line in log.read_text(errors="replace").splitlines()
-              if "| valid |" in line for m in [pattern.search(line)] if m]  # fmt: skip
+    try:
+        values = [float(r[metric]) for r in read_training_log(log).valid if metric in r]
+    except ValueError:  # no progress lines yet
+        return None
     return max(values) if values else None
 
 

@@ -12,9 +12,7 @@ and binarized with its dictionary.
 """
 import argparse
 import csv
-import shutil
 import sys
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
@@ -24,6 +22,7 @@ from fairseq import options
 from fairseq_cli import preprocess
 
 from fairseq_normformer.corpus.stdlib import encode_pieces
+from fairseq_normformer.runs.atomic import atomic_directory
 
 
 @dataclass(frozen=True)
@@ -102,13 +101,8 @@ def write_atomically(out: Path, build):
     """Run ``build(tmp)`` in a sibling directory renamed to ``out`` at the end: ``out`` is complete or absent."""
     if out.exists():
         raise FileExistsError(f"{out} exists; remove it or choose another directory")
-    tmp = out.parent / f".{out.name}.partial-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir(parents=True)
-    try:
+    with atomic_directory(out) as tmp:
         build(tmp)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def glue(args):

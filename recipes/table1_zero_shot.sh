@@ -10,19 +10,19 @@
 # tiny: builds the standard-library docstring corpus, makes 100 examples per task in the five public
 # formats from its held-out (valid + test) text, and trains a 4-layer, 128-wide Pre-LN model and
 # NormFormer for MAX_UPDATE (200) updates each (same data, seed and learning rate, LR=2e-3).
-# paper: the paper's sizes (SIZES, default 125M, 355M, 1.3B, 2.7B) and hyperparameters: Adam
-# (0.9, 0.98), eps 1e-8, weight decay 0.01, polynomial decay after 750 warmup updates, dropout and
-# attention dropout 0.1, 2048 tokens per sample, 0.5M tokens per update (1M for 1.3B and 2.7B),
-# learning rates as below, TOTAL_TOKENS (default GPT-3's 300B) of training. --update-freq is chosen
-# so that TOKENS_PER_SAMPLE x BATCH_SIZE x WORLD_SIZE x update-freq reaches the tokens per update.
+# paper: the paper's sizes (SIZES, default 125M 355M 1.3B 2.7B) and every setting of
+# `normformer-paper-settings --table 1` (fairseq_normformer/paper.py: learning rates, dropout, Adam,
+# warmup, fp16, 2048 tokens per sample, 0.5M or 1M tokens per update, 300B tokens); --update-freq is
+# chosen so that TOKENS_PER_SAMPLE x BATCH_SIZE x WORLD_SIZE x update-freq is the tokens per update.
 # DATA_BIN (fairseq-preprocess output) and SPM_MODEL (the SentencePiece model it was encoded with) are
 # your pre-training data; TASK_DIR holds hellaswag.jsonl, piqa.jsonl with piqa-labels.lst,
 # winogrande.jsonl, storycloze.csv (or .jsonl) and openbookqa.jsonl (the dev sets, public formats).
 #
-# Environment: WORLD_SIZE (8), BATCH_SIZE (sequences per GPU, 8), LAUNCHER (a prefix such as srun
+# Environment: WORLD_SIZE (8), BATCH_SIZE (sequences per GPU; default the authors'), LAUNCHER (a prefix such as srun
 # options; empty: fairseq spawns one process per local GPU), FP16_FLAGS, EXTRA_FLAGS, DEVICE (cuda),
-# LR_<RUN> (e.g. LR_normformer_lm_gpt3_small=3e-3), DRY_RUN=1 (print the commands only).
-# Finished runs (their log says "done training") are kept and not trained again.
+# LR_<RUN> (e.g. LR_normformer_lm_gpt3_small=3e-3). Runs follow recipes/_run_dir.sh (docs/recipes.md):
+# DRY_RUN=1 prints the commands only, every command is appended to WORKDIR/commands.sh, finished runs
+# (a "done" marker) are kept and not trained again.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
@@ -31,26 +31,10 @@ BIN=$(dirname "$PY")
 SCALE=${1:?usage: recipes/table1_zero_shot.sh tiny|paper [WORKDIR]}
 WORK=${2:-work/table1_$SCALE}
 EXTRA_FLAGS=${EXTRA_FLAGS:-}
-DRY_RUN=${DRY_RUN:-}
-
-run() {  # print, and run unless DRY_RUN
-  echo "+ $*" >&2
-  [ -n "$DRY_RUN" ] || "$@"
-}
-
-# learning rates (paper / authors' command); the Pre-LN baselines of 1.3B and 2.7B needed lower ones
-default_lr() {
-  case $1 in
-    preln_lm_gpt3_small) echo 6e-4 ;;
-    normformer_lm_gpt3_small) echo 3e-3 ;;
-    *_gpt3_medium) echo 1e-3 ;;
-    preln_lm_gpt3_xl) echo 2e-4 ;;
-    normformer_lm_gpt3_xl) echo 6e-4 ;;
-    preln_lm_gpt3_2_7) echo 1.6e-4 ;;
-    normformer_lm_gpt3_2_7) echo 6e-4 ;;
-    *) echo "no learning rate for $1" >&2; exit 2 ;;
-  esac
-}
+RECIPE=table1
+OUT=$WORK
+mkdir -p "$OUT"
+source "$HERE/_run_dir.sh"
 
 case $SCALE in
   tiny)
@@ -64,7 +48,7 @@ case $SCALE in
     SPM_MODEL=$WORK/corpus/spm.model
     TASK_DIR=$WORK/tasks
     if [ ! -e "$TASK_DIR/hellaswag.jsonl" ]; then
-      [ -n "$DRY_RUN" ] || cat "$WORK/corpus/raw/valid.txt" "$WORK/corpus/raw/test.txt" >"$WORK/heldout.txt"
+      [ "$DRY_RUN" = 1 ] || cat "$WORK/corpus/raw/valid.txt" "$WORK/corpus/raw/test.txt" >"$WORK/heldout.txt"
       run "$BIN/normformer-zero-shot" make-stdlib-tasks --raw "$WORK/heldout.txt" --out-dir "$TASK_DIR" \
         --examples "$EXAMPLES"
     fi
@@ -72,60 +56,59 @@ case $SCALE in
     MODEL_FLAGS="--decoder-layers 4 --decoder-embed-dim 128 --decoder-ffn-embed-dim 512 --decoder-attention-heads 4
       --activation-fn gelu --share-decoder-input-output-embed --tokens-per-sample 128 --batch-size 16"
     DEVICE=cpu
+    paper_settings --table 1  # the paper's optimiser, PAPER_OPTIMIZER
     ;;
   paper)
     : "${DATA_BIN:?set DATA_BIN to the fairseq-preprocess output of the pre-training data}"
     : "${SPM_MODEL:?set SPM_MODEL to the SentencePiece model the data was encoded with}"
     : "${TASK_DIR:?set TASK_DIR to the directory of the five task files (see the header)}"
-    WORLD_SIZE=${WORLD_SIZE:-8}
-    BATCH_SIZE=${BATCH_SIZE:-8}
-    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-2048}
-    TOTAL_TOKENS=${TOTAL_TOKENS:-300000000000}
-    FP16_FLAGS=${FP16_FLAGS-"--fp16 --fp16-init-scale 4 --threshold-loss-scale 1 --fp16-scale-window 128"}
+    FLAGS=(--table 1 --world-size "${WORLD_SIZE:-8}")
+    for SIZE in ${SIZES:-}; do FLAGS+=(--size "$SIZE"); done
+    [ -z "${BATCH_SIZE:-}" ] || FLAGS+=(--batch-size "$BATCH_SIZE")
+    [ -z "${TOKENS_PER_SAMPLE:-}" ] || FLAGS+=(--tokens-per-sample "$TOKENS_PER_SAMPLE")
+    paper_settings "${FLAGS[@]}"
+    FP16_FLAGS=${FP16_FLAGS-${PAPER_PRECISION[*]}}
     DEVICE=${DEVICE:-cuda}
     RUNS=""
-    for SIZE in ${SIZES:-gpt3_small gpt3_medium gpt3_xl gpt3_2_7}; do
-      RUNS="$RUNS preln_lm_$SIZE normformer_lm_$SIZE"
+    for SIZE in "${PAPER_SIZES[@]}"; do
+      RUNS="$RUNS $SIZE/baseline $SIZE/normformer"
     done
     ;;
   *) echo "unknown scale $SCALE (tiny or paper)" >&2; exit 2 ;;
 esac
 
-train() {  # RUN -> WORK/RUN/checkpoint_last.pt
-  local name=$1 dir=$WORK/$1 lr_var=LR_$1
-  if grep -qs "done training" "$dir/train.log"; then
-    echo "[table1] $name: trained before, kept"
-    return
-  fi
-  [ -n "$DRY_RUN" ] || mkdir -p "$dir"
+train() {  # RUN (tiny: an arch; paper: SIZE/MODEL) -> WORK/ARCH/checkpoint_last.pt
+  local key=$1 arch lr flags updates warmup
   if [ "$SCALE" = tiny ]; then
-    local arch=normformer_lm flags="" lr=${!lr_var:-$LR} updates=$MAX_UPDATE warmup=$((MAX_UPDATE / 10))
-    [ "$name" = normformer_lm ] && flags="--scale-attn --scale-fc --scale-heads"
-    flags="$flags $MODEL_FLAGS --cpu --num-workers 0"
+    arch=$key
+    local lr_var=LR_$arch
+    lr=${!lr_var:-$LR} updates=$MAX_UPDATE warmup=$((MAX_UPDATE / 10))
+    flags="--arch normformer_lm $MODEL_FLAGS --cpu --num-workers 0 ${PAPER_OPTIMIZER[*]@Q} --lr-scheduler polynomial_decay
+      --warmup-updates $warmup --total-num-update $updates --max-update $updates --dropout 0.1 --attention-dropout 0.1"
+    [ "$arch" = normformer_lm ] && flags="$flags --scale-attn --scale-fc --scale-heads"
   else
-    local arch=$name lr=${!lr_var:-$(default_lr "$name")} batch_tokens=524288 warmup=750
-    case $name in *_gpt3_xl | *_gpt3_2_7) batch_tokens=1048576 ;; esac
-    local per_step=$((TOKENS_PER_SAMPLE * BATCH_SIZE * WORLD_SIZE))
-    local update_freq=$(((batch_tokens + per_step - 1) / per_step))
-    local updates=$((TOTAL_TOKENS / (per_step * update_freq)))
-    local flags="--tokens-per-sample $TOKENS_PER_SAMPLE --batch-size $BATCH_SIZE --update-freq $update_freq
-      --distributed-world-size $WORLD_SIZE $FP16_FLAGS --num-workers 2"
+    arch=${PAPER_ARCH[$key]}
+    local lr_var=LR_$arch
+    lr=${!lr_var:-${PAPER_LRS[$key]}} updates=${PAPER_MAX_UPDATE[$key]}
+    flags="${PAPER_MODEL_ARGS[$key]} ${PAPER_BATCH_ARGS[$key]} ${PAPER_OPTIMIZER[*]@Q} ${PAPER_SCHEDULE_ARGS[$key]}
+      $FP16_FLAGS --num-workers 2"
   fi
-  echo "[table1] training $name (lr $lr, $updates updates) -> $dir/train.log"
-  # shellcheck disable=SC2086  # flags, EXTRA_FLAGS and LAUNCHER are lists of words
-  run ${LAUNCHER:-} "$BIN/fairseq-train" "$DATA_BIN" --user-dir "$REPO/fairseq_normformer" \
-    --task language_modeling --sample-break-mode none --arch "$arch" $flags \
-    --dropout 0.1 --attention-dropout 0.1 --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-8 \
-    --weight-decay 0.01 --lr-scheduler polynomial_decay --lr "$lr" --warmup-updates "$warmup" \
-    --total-num-update "$updates" --max-update "$updates" --save-dir "$dir" --no-epoch-checkpoints \
+  echo "[table1] $arch (lr $lr, $updates updates) -> $WORK/$arch/train.log" >&2
+  eval "flags=($flags)"
+  # shellcheck disable=SC2086  # EXTRA_FLAGS and LAUNCHER are lists of words
+  run_in "$WORK/$arch" "$WORK/$arch/train.log" ${LAUNCHER:-} "$BIN/fairseq-train" "$DATA_BIN" \
+    --user-dir "$REPO/fairseq_normformer" --task language_modeling --sample-break-mode none "${flags[@]}" \
+    --lr "$lr" --save-dir "$WORK/$arch" --no-epoch-checkpoints \
     --disable-validation --save-interval-updates 1000 --keep-interval-updates 1 --seed 1 \
-    --log-format simple --log-interval 25 $EXTRA_FLAGS --log-file "$dir/train.log" >/dev/null
+    --log-format simple --log-interval 25 $EXTRA_FLAGS
 }
 
 mkdir -p "$WORK/results"
 RESULTS=()
-for NAME in $RUNS; do
-  train "$NAME"
+for RUN in $RUNS; do
+  train "$RUN"
+  NAME=$RUN
+  [ "$SCALE" = tiny ] || NAME=${PAPER_ARCH[$RUN]}
   TASK_ARGS=(--hellaswag "$TASK_DIR/hellaswag.jsonl" --piqa "$TASK_DIR/piqa.jsonl"
              --winogrande "$TASK_DIR/winogrande.jsonl" --openbookqa "$TASK_DIR/openbookqa.jsonl")
   STORYCLOZE=$TASK_DIR/storycloze.csv

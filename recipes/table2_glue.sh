@@ -12,7 +12,8 @@
 # with GPT-2 BPE. Per task and learning rate: one fairseq-train run from CHECKPOINT (--restore-file
 # with --reset-optimizer --reset-dataloader --reset-meters), batch size, updates and warmup of
 # fairseq's RoBERTa GLUE recipe, 10 epochs; recipes/glue_table.py then prints one row per task.
-# Finished runs (their log says "done training") are skipped, so the script can be re-run.
+# Runs follow recipes/_run_dir.sh (docs/recipes.md): finished runs (a "done" marker) are skipped, so the
+# script can be re-run; every command is appended to OUT/commands.sh.
 #
 # Optional: TASKS (default: the paper's Table 2 columns), LRS (default: 1e-5 1e-4 3e-4 1e-3 3e-3 6e-3),
 # MODEL_FLAGS (e.g. the sizes of a non-preset model), FP16_FLAGS (default: fairseq's fp16 settings;
@@ -37,6 +38,9 @@ FP16_FLAGS=${FP16_FLAGS-"--fp16 --fp16-init-scale 4 --threshold-loss-scale 1 --f
 EXTRA_FLAGS=${EXTRA_FLAGS:-}
 MAX_EPOCH=${MAX_EPOCH:-10}
 MAX_POSITIONS=${MAX_POSITIONS:-512}
+RECIPE=table2
+mkdir -p "$OUT"
+source "$HERE/_run_dir.sh"
 
 # classes, batch size, updates, warmup, dev metric: fairseq's examples/roberta/README.glue.md
 task_settings() {
@@ -75,8 +79,7 @@ for TASK in $TASKS; do
   fi
   for LR in $LRS; do
     RUN=$OUT/runs/$TASK/lr$LR
-    mkdir -p "$RUN"
-    if grep -qs "done training" "$RUN/train.log"; then
+    if is_done "$RUN"; then
       echo "[table2] $TASK lr=$LR: done before, skipped"
       continue
     fi
@@ -85,7 +88,7 @@ for TASK in $TASKS; do
     # fairseq drops a last batch whose size is not a multiple of --required-batch-size-multiple
     # (default 8), in validation too: 1 scores every dev example.
     # shellcheck disable=SC2086  # MODEL_FLAGS, FP16_FLAGS and EXTRA_FLAGS are lists of flags
-    "$BIN/fairseq-train" "$DATA" --user-dir "$REPO/fairseq_normformer" \
+    run_in "$RUN" "$RUN/train.log" "$BIN/fairseq-train" "$DATA" --user-dir "$REPO/fairseq_normformer" \
       --restore-file "$CHECKPOINT" --reset-optimizer --reset-dataloader --reset-meters \
       --task sentence_prediction --criterion sentence_prediction --num-classes "$CLASSES" \
       --init-token 0 "${SEPARATOR[@]}" --max-positions "$MAX_POSITIONS" --shorten-method truncate \
@@ -95,10 +98,7 @@ for TASK in $TASKS; do
       --batch-size "$BSZ" --required-batch-size-multiple 1 --max-epoch "$MAX_EPOCH" --max-update "$UPDATES" \
       --best-checkpoint-metric "$METRIC" --maximize-best-checkpoint-metric "${METRIC_FLAGS[@]}" \
       --find-unused-parameters --no-save --save-dir "$RUN" --log-format simple --log-interval 100 \
-      $FP16_FLAGS $EXTRA_FLAGS >"$RUN/train.log" 2>&1 || {
-        echo "[table2] $TASK lr=$LR failed; see $RUN/train.log" >&2
-        exit 1
-      }
+      $FP16_FLAGS $EXTRA_FLAGS || exit 1
   done
 done
 "$PY" "$HERE/glue_table.py" "$OUT/runs" --tasks $TASKS

@@ -7,31 +7,31 @@
 #   recipes/table3_lr_stability.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
 # Paper scale: 125M baseline and NormFormer in fp16 on GPUs (fairseq's loss scaler decides when the
-# run cannot recover); PEAK_LR (default 0.05) and WARMUP (default 10000 updates) are this recipe's
-# choice, the paper's text does not give its schedule. Tiny: fp32 on CPU, stopping at the first
+# run cannot recover); PEAK_LR and WARMUP default to `normformer-paper-settings --table 3` (this
+# package's choice, the paper's text does not give its schedule). Tiny: fp32 on CPU, stopping at the first
 # activation above 65504; PEAK_LR 2.0 over WARMUP 1000 updates. Writes OUT_DIR/table3.md.
 source "$(dirname "$0")/_lm_common.sh"
 DATA_BIN="$(data_dir)"
+recipe_settings 3 125M
 if [ "$SCALE" = paper ]; then
-  PEAK_LR="${PEAK_LR:-0.05}" WARMUP="${WARMUP:-10000}"
-  paper_batch gpt3_small
+  PEAK_LR="${PEAK_LR:-${PAPER_LRS[125M/baseline]}}" WARMUP="${WARMUP:-${PAPER_WARMUP[125M/baseline]}}"
   # the runner sets the task, schedule, log format and save dir itself: the batch and model flags only
-  MODEL_ARGS=("${BATCH[@]:0:8}" --sample-break-mode none --required-batch-size-multiple 1 --optimizer adam
-    --adam-betas "(0.9, 0.98)" --adam-eps 1e-08 --weight-decay 0.01 --clip-norm 0.0 --dropout 0.1
-    --attention-dropout 0.1 --fp16 --fp16-init-scale 4 --disable-validation --no-save --seed 1)
-  BASE=(--arch preln_lm_gpt3_small) NF=(--arch normformer_lm_gpt3_small)
+  eval "BATCH=(${PAPER_BATCH_ARGS[125M/baseline]})"
+  MODEL_ARGS=("${BATCH[@]}" --sample-break-mode none --required-batch-size-multiple 1 "${PAPER_OPTIMIZER[@]}"
+    --dropout "${PAPER_DROPOUT[125M/baseline]}" --attention-dropout "${PAPER_DROPOUT[125M/baseline]}"
+    "${PAPER_PRECISION[@]}" --disable-validation --no-save --seed 1)
+  BASE=(--arch "${PAPER_ARCH[125M/baseline]}") NF=(--arch "${PAPER_ARCH[125M/normformer]}")
 else
   PEAK_LR="${PEAK_LR:-2.0}" WARMUP="${WARMUP:-1000}"
-  MODEL_ARGS=(--sample-break-mode none --tokens-per-sample 128 --batch-size 16 --optimizer adam
-    --adam-betas "(0.9, 0.98)" --adam-eps 1e-08 --weight-decay 0.01 --clip-norm 0.0 --dropout 0.1
-    --attention-dropout 0.1 --cpu --num-workers 0 --disable-validation --no-save --seed 1)
+  MODEL_ARGS=(--sample-break-mode none --tokens-per-sample 128 --batch-size 16 "${PAPER_OPTIMIZER[@]}"
+    --dropout 0.1 --attention-dropout 0.1 --cpu --num-workers 0 --disable-validation --no-save --seed 1)
   BASE=("${TINY_MODEL[@]}") NF=("${TINY_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
 fi
 
-stability_run() {  # stability_run NAME MODEL_FLAGS...: reuses a finished run (result.json)
+stability_run() {  # stability_run NAME MODEL_FLAGS...: reuses a finished run (the runner marks it done)
   local dir="$OUT/$1"
   shift
-  if [ -e "$dir/result.json" ]; then log "$(basename "$dir"): finished before, reused"; return; fi
+  if is_done "$dir"; then log "$(basename "$dir"): finished before, reused"; return; fi
   analyze lr-stability "$DATA_BIN" --peak-lr "$PEAK_LR" --warmup-updates "$WARMUP" --out-dir "$dir" \
     -- "${MODEL_ARGS[@]}" "$@"
 }

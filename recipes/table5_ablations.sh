@@ -5,13 +5,13 @@
 #
 # Rows: the Pre-LN baseline; NormFormer (Post-Attn LN + FFN LN + HeadScale); NormFormer without each
 # of the three; with ResScale (λ_resid) added; with LN on q, k, v added ("+3 More LN"). Paper scale:
-# 125M (GPT-3 Small), the baseline at its best LR 1e-3 and every NormFormer row at 3e-3 (the
-# authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3, UPDATES=300 each.
+# 125M (GPT-3 Small), the baseline and every NormFormer row at their LRs of
+# `normformer-paper-settings --table 5` (the authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3, UPDATES=300 each.
 # Writes OUT_DIR/table5.md.
 source "$(dirname "$0")/_lm_common.sh"
-small_baseline_common
+small_baseline_common 5
 if [ "$SCALE" = paper ]; then
-  BASE_LR="${LR:-1e-3}" NF_LR="${LR:-3e-3}"
+  BASE_LR="${LR:-${PAPER_LRS[125M/baseline]}}" NF_LR="${LR:-${PAPER_LRS[125M/normformer]}}"
 else
   BASE_LR="${LR:-3e-3}" NF_LR="${LR:-3e-3}"
 fi

@@ -3,31 +3,30 @@
 #
 #   recipes/table6_sizes.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
-# Paper scale (GPT-3 shapes, the authors' LRs): 125M baseline 6e-4 / NormFormer 3e-3; 355M 6e-4 /
-# 1e-3 (dropout 0 for 355M, as the authors' command); 1.3B 2e-4 / 6e-4; 2.7B 1.6e-4 / 6e-4 (the authors'
-# 2.7B NormFormer also used --activation-fn relu_squared, which normformer_lm accepts; here both models
-# of a size use GELU, so that each row compares the NormFormer operations alone).
-# SIZES="gpt3_small gpt3_medium" picks sizes. Tiny: 2x64, 4x96 and 6x128 (layers x width), 300
+# Paper scale: GPT-3 shapes, each model at the LR, dropout and batch of `normformer-paper-settings
+# --table 6` (the authors' commands; their 2.7B NormFormer also used --activation-fn relu_squared, which
+# normformer_lm accepts; here both models of a size use GELU, so that each row compares the NormFormer
+# operations alone). SIZES="125M 355M" picks sizes. Tiny: 2x64, 4x96 and 6x128 (layers x width), 300
 # updates each at LR 3e-3. Writes OUT_DIR/table6.md.
 source "$(dirname "$0")/_lm_common.sh"
 DATA_BIN="$(data_dir)"
-declare -A BASE_LR=([gpt3_small]=6e-4 [gpt3_medium]=6e-4 [gpt3_xl]=2e-4 [gpt3_2_7]=1.6e-4)
-declare -A NF_LR=([gpt3_small]=3e-3 [gpt3_medium]=1e-3 [gpt3_xl]=6e-4 [gpt3_2_7]=6e-4)
 declare -A TINY_SHAPE=([tiny_2x64]="2 64" [tiny_4x96]="4 96" [tiny_6x128]="6 128")
 if [ "$SCALE" = paper ]; then
-  SIZES="${SIZES:-gpt3_small gpt3_medium gpt3_xl gpt3_2_7}"
+  # shellcheck disable=SC2086  # SIZES is a list of sizes
+  recipe_settings 6 ${SIZES:-}
+  SIZES="${PAPER_SIZES[*]}"
 else
+  recipe_settings 6
   SIZES="${SIZES:-tiny_2x64 tiny_4x96 tiny_6x128}"
   tiny_train "${UPDATES:-300}"
 fi
 TABLE_RUNS=()
 for size in $SIZES; do
   if [ "$SCALE" = paper ]; then
-    paper_batch "$size"
-    extra=()
-    if [ "$size" = gpt3_medium ]; then extra=(--dropout 0.0 --attention-dropout 0.0); fi
-    base=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${BATCH[@]}" "${extra[@]}" --arch "preln_lm_$size" --lr "${BASE_LR[$size]}")
-    nf=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${BATCH[@]}" "${extra[@]}" --arch "normformer_lm_$size" --lr "${NF_LR[$size]}")
+    paper_args "$size" baseline
+    base=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${ARGS[@]}" --lr "${PAPER_LRS[$size/baseline]}")
+    paper_args "$size" normformer
+    nf=("$DATA_BIN" "${PAPER_TRAIN[@]}" "${ARGS[@]}" --lr "${PAPER_LRS[$size/normformer]}")
   else
     read -r layers width <<<"${TINY_SHAPE[$size]}"
     shape=(--arch normformer_lm --decoder-layers "$layers" --decoder-embed-dim "$width"

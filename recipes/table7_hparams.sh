@@ -4,14 +4,14 @@
 #
 #   recipes/table7_hparams.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
-# Paper scale: 125M, the authors' commands (baseline 6e-4 "GPT-3 replicated" and 1e-3 "stronger
-# high-lr baseline"; NormFormer 3e-3, with and without --scale-resids) plus NormFormer at 1e-3.
+# Paper scale: 125M, the LRs of `normformer-paper-settings --table 7` (the authors' commands: baseline
+# "GPT-3 replicated" and "stronger high-lr baseline"; NormFormer with and without --scale-resids).
 # LRS="..." overrides the LR grid for both models. Tiny: LRs 1e-3 3e-3 1e-2, 300 updates each.
 # Writes OUT_DIR/table7.md.
 source "$(dirname "$0")/_lm_common.sh"
-small_baseline_common
+small_baseline_common 7
 if [ "$SCALE" = paper ]; then
-  BASE_LRS="${LRS:-6e-4 1e-3}" NF_LRS="${LRS:-1e-3 3e-3}"
+  BASE_LRS="${LRS:-${PAPER_LRS[125M/baseline]}}" NF_LRS="${LRS:-${PAPER_LRS[125M/normformer]}}"
 else
   BASE_LRS="${LRS:-1e-3 3e-3 1e-2}" NF_LRS="$BASE_LRS"
 fi

@@ -9,7 +9,8 @@
 # --task mlm_nsp --criterion mlm_nsp (in parallel, one thread each), and prints their final
 # validation numbers. Settings can be changed through the environment: MAX_UPDATE, LR, NEGATIVES
 # (random, same-document, swap), MAX_CHARS, VOCAB_SIZE, SIZE_FLAGS, EXTRA_FLAGS, OMP_NUM_THREADS.
-# Finished runs are kept and not trained again. Results: docs/masked_lm.md.
+# Runs follow recipes/_run_dir.sh (docs/recipes.md): finished runs (a "done" marker) are kept and not
+# trained again, every command is appended to WORKDIR/commands.sh. Results: docs/masked_lm.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
@@ -24,15 +25,18 @@ VOCAB_SIZE=${VOCAB_SIZE:-2000}
 SIZE_FLAGS=${SIZE_FLAGS:-"--encoder-layers 4 --encoder-embed-dim 128 --encoder-ffn-embed-dim 512 --encoder-attention-heads 4"}
 EXTRA_FLAGS=${EXTRA_FLAGS:-}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+RECIPE=tiny_mlm_nsp
+OUT=$WORK
+mkdir -p "$OUT"
+source "$HERE/_run_dir.sh"
 
 "$PY" -m fairseq_normformer.cli.build_corpus --out "$WORK/corpus" --format bert \
   --vocab-size "$VOCAB_SIZE" --max-chars "$MAX_CHARS"
 
 train() {  # ARCH: one single-threaded run, logged to WORK/ARCH/train.log
   local run=$WORK/$1
-  mkdir -p "$run"
   # shellcheck disable=SC2086  # SIZE_FLAGS and EXTRA_FLAGS are lists of flags
-  "$BIN/fairseq-train" "$WORK/corpus/data-bin" --user-dir "$REPO/fairseq_normformer" \
+  run_in "$run" "$run/train.log" "$BIN/fairseq-train" "$WORK/corpus/data-bin" --user-dir "$REPO/fairseq_normformer" \
     --task mlm_nsp --criterion mlm_nsp --nsp-negatives "$NEGATIVES" --tokens-per-sample 128 \
     --arch "$1" $SIZE_FLAGS --dropout 0.1 --attention-dropout 0.1 \
     --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-06 --weight-decay 0.01 --clip-norm 1.0 \
@@ -40,17 +44,13 @@ train() {  # ARCH: one single-threaded run, logged to WORK/ARCH/train.log
     --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" --batch-size 32 \
     --validate-interval-updates $((MAX_UPDATE / 4)) --save-interval-updates $((MAX_UPDATE / 4)) \
     --keep-interval-updates 1 --no-epoch-checkpoints --save-dir "$run" --seed 1 \
-    --required-batch-size-multiple 1 --num-workers 0 --log-format simple --log-interval 50 --cpu $EXTRA_FLAGS \
-    >"$run/train.log" 2>&1 || {
-      echo "[tiny_mlm_nsp] $1 failed; see $run/train.log" >&2
-      return 1
-    }
+    --required-batch-size-multiple 1 --num-workers 0 --log-format simple --log-interval 50 --cpu $EXTRA_FLAGS
 }
 
 # The two runs go in parallel, one thread each (one core each on a 2-core machine).
 pids=()
 for ARCH in preln_bert_base normformer_bert_base; do
-  if grep -qs "done training" "$WORK/$ARCH/train.log"; then
+  if is_done "$WORK/$ARCH"; then
     echo "[tiny_mlm_nsp] $ARCH: done before, kept"
   else
     echo "[tiny_mlm_nsp] training $ARCH -> $WORK/$ARCH/train.log"
@@ -63,7 +63,6 @@ for pid in "${pids[@]}"; do
 done
 
 "$PY" - "$WORK" <<'EOF'
-import re
 import sys
 from pathlib import Path
 
@@ -74,8 +73,7 @@ columns = ["loss", "mlm_loss", "mlm_ppl", "mlm_accuracy", "nsp_loss", "nsp_accur
 print("| model | updates | " + " | ".join(f"valid {c}" for c in columns) + " | training time (s) |")
 print("|---" * (len(columns) + 3) + "|")
 for arch in ("preln_bert_base", "normformer_bert_base"):
-    path = work / arch / "train.log"
-    final = read_training_log(path).final_valid()
-    seconds = float(re.search(r"done training in ([\d.]+) seconds", path.read_text()).group(1))
-    print(f"| {arch} | {final['num_updates']} | " + " | ".join(f"{final[c]}" for c in columns) + f" | {seconds:.0f} |")
+    log = read_training_log(work / arch / "train.log")
+    final = log.final_valid()
+    print(f"| {arch} | {final['num_updates']} | " + " | ".join(f"{final[c]}" for c in columns) + f" | {log.seconds:.0f} |")
 EOF

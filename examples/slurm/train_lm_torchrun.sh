@@ -2,7 +2,7 @@
 # Multi-node NormFormer LM pre-training with torchrun: one launcher per node, which starts one
 # process per GPU; fairseq reads WORLD_SIZE, RANK and LOCAL_RANK from torchrun.
 #   On SLURM (one task per node), from the repository root:
-#     ARCH=normformer_lm_gpt3_xl LR=6e-4 srun --nodes=4 --ntasks-per-node=1 --gpus-per-node=8 \
+#     ARCH=normformer_lm_gpt3_xl srun --nodes=4 --ntasks-per-node=1 --gpus-per-node=8 \
 #       examples/slurm/train_lm_torchrun.sh DATA_BIN SAVE_DIR [fairseq-train args]
 #   Elsewhere, on each node: NNODES=4 NODE_RANK=<0..3> MASTER_ADDR=<node 0> examples/slurm/train_lm_torchrun.sh ...
 set -euo pipefail
@@ -10,8 +10,6 @@ source examples/slurm/common.sh
 DATA_BIN=$1 SAVE_DIR=$2
 shift 2
 ARCH=${ARCH:-normformer_lm_gpt3_small}
-LR=${LR:?set LR, e.g. LR=3e-3 for normformer_lm_gpt3_small (docs/distributed.md)}
-BATCH_SIZE=${BATCH_SIZE:-16}
 GPUS_PER_NODE=${GPUS_PER_NODE:-8}
 NNODES=${SLURM_NNODES:-${NNODES:?set NNODES}}
 NODE_RANK=${SLURM_NODEID:-${NODE_RANK:?set NODE_RANK}}

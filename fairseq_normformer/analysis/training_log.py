@@ -1,5 +1,6 @@
-"""Read what ``fairseq-train`` printed: per-interval training stats, validation stats, the
-parameter count and a terminal numerical error. Both ``--log-format json`` and ``simple`` work::
+"""The one reader of fairseq's output (fairseq-train, fairseq-validate, fairseq-eval-lm): per-interval
+training stats, epoch and validation stats, the parameter count, the training time and a terminal
+numerical error. Both ``--log-format json`` and ``simple`` work::
 
     2026-01-01 10:00:00 | INFO | train_inner | {"epoch": 1, ..., "num_updates": "10", "lr": "0.001", "wall": "13"}
     2026-01-01 10:00:00 | INFO | train_inner | epoch 001:     10 / 113 loss=10.1, ..., num_updates=10, wall=13
@@ -14,6 +15,10 @@ from typing import List, Optional
 
 _PARAMS = re.compile(r"num\. shared model params: ([\d,]+)")
 _EVAL_LM = re.compile(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+|inf|nan)")
+_EVAL_SPEED = re.compile(r"\(([\d.]+) tokens/s\)")
+_DONE = re.compile(r"done training in ([\d.]+) seconds")
+# "2026-01-01 12:00:00 | INFO | fairseq_cli.train | " or "INFO:fairseq_cli.eval_lm:"
+_PREFIX = re.compile(r"^(?:[\d-]+ [\d:]+ \| )?(?:INFO|WARNING|ERROR)\s*[|:]\s*[\w.]+\s*[|:]\s*")
 _KEY_EQ_VALUE = re.compile(r"([\w/.\-]+)=([^,\s]+)")
 # fairseq's terminal numerical failures (trainer, dynamic loss scaler, our --stop-on-activation-overflow)
 _FAILURES = ("gradients are Nan/Inf", "Minimum loss scale reached", "ActivationOverflowError")
@@ -24,13 +29,18 @@ class TrainingLog:
     path: str
     train: List[dict] = field(default_factory=list)  # train_inner records, in order
     valid: List[dict] = field(default_factory=list)  # validation records of the chosen subset
+    epochs: List[dict] = field(default_factory=list)  # end-of-epoch training records
     num_params: Optional[int] = None
+    seconds: Optional[float] = None  # "done training in N seconds"
     failure: Optional[str] = None  # the first line naming a numerical failure
 
     def final_valid(self) -> dict:
         if not self.valid:
             raise ValueError(f"{self.path} has no validation results (was validation disabled?)")
         return self.valid[-1]
+
+    def last_update(self) -> int:
+        return max((r.get("num_updates", 0) for r in self.train + self.valid + self.epochs), default=0)
 
     def wall_at(self, update: int) -> Optional[float]:
         """fairseq's ``wall`` (seconds since training started) of the last training record at or
@@ -69,22 +79,34 @@ def _parse_stats(payload: str, prefix: str) -> dict:
     return _parse_json(payload, prefix) if payload.startswith("{") else _parse_simple(payload)
 
 
+def message(line: str) -> str:
+    """A log line without fairseq's "time | level | logger |" prefix."""
+    return _PREFIX.sub("", line).strip()
+
+
+def parse_progress(line: str, subset: str = "valid"):
+    """(source, stats) of one progress line (source: train_inner, train or ``subset``), else None."""
+    parts = line.split(" | ", 3)
+    if len(parts) < 4 or parts[2].strip() not in ("train_inner", "train", subset):
+        return None
+    source = parts[2].strip()
+    prefix = {"train_inner": "", "train": "train_"}.get(source, f"{subset}_")
+    return source, _parse_stats(parts[3], prefix)
+
+
 def read_training_log(path, subset: str = "valid") -> TrainingLog:
     """Parse a fairseq-train log (stdout/stderr or --log-file) with the standard line prefix."""
     log = TrainingLog(str(path))
+    records = {"train_inner": log.train, "train": log.epochs, subset: log.valid}
     for line in Path(path).read_text(errors="replace").splitlines():
         if log.failure is None and any(f in line for f in _FAILURES):
             log.failure = line.strip()
-        parts = line.split(" | ", 3)
-        if len(parts) < 4:
-            continue
-        source, payload = parts[2].strip(), parts[3]
-        if source == "train_inner":
-            log.train.append(_parse_stats(payload, ""))
-        elif source == subset:
-            log.valid.append(_parse_stats(payload, f"{subset}_"))
-        elif log.num_params is None and (match := _PARAMS.search(payload)):
+        if progress := parse_progress(line, subset):
+            records[progress[0]].append(progress[1])
+        elif log.num_params is None and (match := _PARAMS.search(line)):
             log.num_params = int(match.group(1).replace(",", ""))
+        elif match := _DONE.search(line):
+            log.seconds = float(match.group(1))
     if not log.train and not log.valid and log.failure is None:
         raise ValueError(
             f"{path} holds no fairseq-train progress lines ('... | INFO | train_inner | ...'); "
@@ -94,8 +116,11 @@ def read_training_log(path, subset: str = "valid") -> TrainingLog:
 
 
 def read_eval_lm(path) -> dict:
-    """{"loss": base-2 loss per token, "ppl": perplexity} that ``fairseq-eval-lm`` printed."""
-    match = _EVAL_LM.search(Path(path).read_text(errors="replace"))
-    if match is None:
+    """{"loss": base-2 loss per token, "ppl": perplexity, "tokens_per_s": speed or None} of the last
+    evaluation ``fairseq-eval-lm`` printed."""
+    text = Path(path).read_text(errors="replace")
+    found, speeds = _EVAL_LM.findall(text), _EVAL_SPEED.findall(text)
+    if not found:
         raise ValueError(f"{path} holds no 'Loss (base 2): ..., Perplexity: ...' line of fairseq-eval-lm")
-    return {"loss": float(match.group(1)), "ppl": float(match.group(2))}
+    loss, ppl = found[-1]
+    return {"loss": float(loss), "ppl": float(ppl), "tokens_per_s": float(speeds[-1]) if speeds else None}

@@ -112,7 +112,8 @@ def lr_stability(args):
     result = run_lr_stability(
         args.data, args.out_dir, args.peak_lr, args.warmup_updates, args.train_args, args.threshold
     )
-    print(result.describe())
+    if result is not None:  # None: DRY_RUN=1 printed the command
+        print(result.describe())
 
 
 def lr_table(args):

@@ -8,15 +8,15 @@
 3. scores the valid split with ``fairseq-eval-lm`` and prints a table.
 
 Everything lands under --workdir: ``corpus_*/`` and ``runs/<model>-<hash of the command>/`` (checkpoints,
-``train.log``, ``eval.log``). A finished run with the same command is reused, an interrupted one
-resumes from its checkpoint_last.pt; a changed setting gets a new run directory. See docs/demo.md.
+``train.log``, ``eval.log``, ``commands.sh``, ``done``: the run-directory convention of docs/recipes.md).
+A finished run with the same command is reused, an interrupted one resumes from its checkpoint_last.pt;
+a changed setting gets a new run directory; DRY_RUN=1 prints the training commands only. See docs/demo.md.
 """
 import argparse
 import hashlib
 import json
 import math
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -25,14 +25,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..analysis.training_log import message, parse_progress, read_eval_lm, read_training_log
 from ..corpus.stdlib import build_corpus
+from ..runs.run_dir import dry_run, is_done, log_command, mark_done
 from .build_corpus import summary
 from .user_dir import user_dir
 
 NORMFORMER_FLAGS = ["--scale-attn", "--scale-fc", "--scale-heads"]  # the paper's three operations
-FINISHED = "finished"  # marker written in a run directory once fairseq-train exits cleanly
-# "2026-01-01 12:00:00 | INFO | fairseq_cli.train | " or "INFO:fairseq_cli.eval_lm:"
-LOG_PREFIX = re.compile(r"^(?:[\d-]+ [\d:]+ \| )?(?:INFO|WARNING|ERROR)\s*[|:]\s*[\w.]+\s*[|:]\s*")
 
 
 @dataclass
@@ -110,25 +109,24 @@ def fairseq_env(threads: int) -> dict:
 # --- Progress -----------------------------------------------------------------------------------
 def condensed(line: str):
     """A short progress line for fairseq's training log lines worth showing, else None."""
-    if "| train_inner | " in line:
-        s = json.loads(line.split("| train_inner | ", 1)[1])
+    source, s = parse_progress(line) or (None, None)
+    if source == "train_inner":
         return f"update {s['num_updates']:>5}  loss {s['loss']:>6}  ppl {s['ppl']:>8}  {s['wps']:>7} tokens/s"
-    if "| valid | " in line:
-        s = json.loads(line.split("| valid | ", 1)[1])
-        return f"valid after {s['valid_num_updates']} updates: loss {s['valid_loss']}  ppl {s['valid_ppl']}"
+    if source == "valid":
+        return f"valid after {s['num_updates']} updates: loss {s['loss']}  ppl {s['ppl']}"
     for key in ("num. shared model params", "Stopping training", "Loaded checkpoint", "Evaluated", "Perplexity"):
         if key in line:
-            return LOG_PREFIX.sub("", line).strip()
+            return message(line)
     return None
 
 
 class LoggedProcess:
-    """``cmd`` with its output appended to ``log_path``, and a condensed echo of its progress."""
+    """``cmd`` (logged in the run directory's commands.sh) with its output appended to the run
+    directory's ``log_name``, and a condensed echo of its progress."""
 
-    def __init__(self, cmd: list, log_path: Path, name: str, threads: int):
-        self.log_path, self.name = log_path, name
-        with log_path.open("a", encoding="utf-8") as log:
-            log.write(f"\n$ {shlex.join(cmd)}\n")
+    def __init__(self, cmd: list, run_dir: Path, log_name: str, name: str, threads: int):
+        self.log_path, self.name = run_dir / log_name, name
+        log_command(run_dir, cmd)
         env = fairseq_env(threads)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.echo = threading.Thread(target=self._echo, daemon=True)
@@ -164,9 +162,11 @@ def train(runs: list, data_bin: Path, args):
     pending = []
     for run in runs:
         cmd = with_run_dir(run, train_command(run, data_bin, args), args.workdir.absolute())
-        run.reused = (run.dir / FINISHED).exists()
+        run.reused = is_done(run.dir)
         if run.reused:
             print(f"  [{run.name:<10}] reusing the finished run in {run.dir}")
+        elif dry_run():
+            print(f"  [{run.name:<10}] would train in {run.dir}\n    $ {log_command(run.dir, cmd)}")
         else:
             what = "resuming" if (run.dir / "checkpoint_last.pt").exists() else "training"
             print(f"  [{run.name:<10}] {what} in {run.dir}\n    $ {shlex.join(cmd)}")
@@ -177,22 +177,15 @@ def train(runs: list, data_bin: Path, args):
 
 def train_side_by_side(jobs: list, threads: int):
     """Run [(run, command)] at the same time; when one fails, stop the others (checkpoints stay)."""
-    procs = [(run, LoggedProcess(cmd, run.dir / "train.log", run.name, threads)) for run, cmd in jobs]
+    procs = [(run, LoggedProcess(cmd, run.dir, "train.log", run.name, threads)) for run, cmd in jobs]
     try:
         for run, proc in procs:
             proc.wait_ok(f"fairseq-train of {run.name}")
-            (run.dir / FINISHED).touch()
+            mark_done(run.dir)
     finally:
         for _, proc in procs:
             if proc.proc.poll() is None:
                 proc.proc.terminate()
-
-
-def last_match(pattern: str, path: Path) -> str:
-    found = re.findall(pattern, path.read_text(encoding="utf-8"))
-    if not found:
-        raise SystemExit(f"demo: no match for {pattern!r} in {path}")
-    return found[-1]
 
 
 def evaluate(run: Run, data_bin: Path, args):
@@ -202,19 +195,18 @@ def evaluate(run: Run, data_bin: Path, args):
         print(f"  [{run.name:<10}] reusing {log}")
         return
     log.unlink(missing_ok=True)
-    proc = LoggedProcess(eval_command(run, data_bin, args), log, run.name, args.threads)
+    proc = LoggedProcess(eval_command(run, data_bin, args), run.dir, log.name, run.name, args.threads)
     proc.wait_ok(f"fairseq-eval-lm of {run.name}")
 
 
 def read_results(run: Run) -> dict:
     """Parameters and updates from fairseq-train's log; perplexity and speed from fairseq-eval-lm's."""
-    train_log, eval_log = run.dir / "train.log", run.dir / "eval.log"
-    return {
-        "params": int(last_match(r"num\. shared model params: ([\d,]+)", train_log).replace(",", "")),
-        "updates": int(last_match(r'num_updates": "(\d+)"', train_log)),
-        "ppl": float(last_match(r"Perplexity: ([\d.]+|inf|nan)", eval_log)),
-        "tokens_per_s": float(last_match(r"\(([\d.]+) tokens/s\)", eval_log)),
-    }
+    try:
+        train_log, evaluation = read_training_log(run.dir / "train.log"), read_eval_lm(run.dir / "eval.log")
+    except ValueError as e:
+        raise SystemExit(f"demo: {e}")
+    return {"params": train_log.num_params, "updates": train_log.last_update(), "ppl": evaluation["ppl"],
+            "tokens_per_s": evaluation["tokens_per_s"]}  # fmt: skip
 
 
 def table(runs: list) -> str:
@@ -255,6 +247,8 @@ def main(argv=None):
     print(f"[2/3] fairseq-train: {args.updates} updates each, {args.jobs} at a time, "
           f"{args.threads} thread(s) each")
     train(runs, corpus.data_bin, args)
+    if dry_run():
+        return
     print("[3/3] fairseq-eval-lm on the valid split")
     for run in runs:
         evaluate(run, corpus.data_bin, args)

@@ -11,9 +11,7 @@ Classification heads are not exported.
 """
 import argparse
 import logging
-import shutil
 import sys
-import uuid
 from pathlib import Path
 
 from fairseq import checkpoint_utils
@@ -21,6 +19,7 @@ from fairseq import checkpoint_utils
 from ..models.normformer_bert import NormFormerBertModel
 from ..models.normformer_roberta import NormFormerRobertaModel
 from ..modules.operations import OPERATIONS
+from ..runs.atomic import atomic_directory
 
 logger = logging.getLogger("normformer_export_hf")
 
@@ -179,15 +178,9 @@ def export(checkpoint: Path, out_dir: Path, data: str = None) -> Path:
     overrides = {"data": data} if data else {}
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides=overrides)
     hf_model = to_hf_model(models[0], task.source_dictionary)
-    tmp = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:8]}"
-    try:
+    with atomic_directory(out_dir) as tmp:
         hf_model.save_pretrained(tmp)
         (tmp / "vocab.txt").write_text("".join(s + "\n" for s in task.source_dictionary.symbols), encoding="utf-8")
-        if out_dir.exists():
-            out_dir.rmdir()
-        tmp.rename(out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
 
 

@@ -21,15 +21,15 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import sys
 import sysconfig
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 import sentencepiece as spm
+
+from ..runs.atomic import atomic_directory
 
 SPLITS = ("train", "valid", "test")
 SPLIT_PERCENT = {"train": 90, "valid": 5, "test": 5}
@@ -298,19 +298,12 @@ def build_corpus(out_dir, *, fmt="lm", vocab_size=8000, max_chars=None, seed=0, 
             f"{out_dir} is not empty and holds no complete corpus ({MARKER} missing, an interrupted build "
             "or other files); remove it or choose another directory"
         )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir.parent / f".{out_dir.name}.partial-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
     try:
-        stats = _build(tmp, settings, workers)
-        (tmp / MARKER).write_text(json.dumps({"settings": settings, "stats": stats}, indent=2) + "\n")
-        if out_dir.exists():
-            out_dir.rmdir()  # empty
-        tmp.rename(out_dir)
+        with atomic_directory(out_dir) as tmp:
+            stats = _build(tmp, settings, workers)
+            (tmp / MARKER).write_text(json.dumps({"settings": settings, "stats": stats}, indent=2) + "\n")
     except OSError:
         if not (out_dir / MARKER).exists():  # not a concurrent build of the same directory
             raise
         return _reuse(out_dir, settings)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return corpus_paths(out_dir)

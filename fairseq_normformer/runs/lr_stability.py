@@ -10,10 +10,10 @@ activation monitor (``analysis/activations.py``):
   overflow and fairseq's loss scaler decides; the run ends when it cannot recover
   ("Minimum loss scale reached") or the gradients are non-finite.
 The last good update is the last one fairseq logged (``--log-interval 1``); the learning rate
-reached is the one the next, failing, update used.
+reached is the one the next, failing, update used. The output directory follows the run-directory
+convention (runs/run_dir.py): the command in ``commands.sh``, ``done`` after ``result.json``, DRY_RUN=1.
 """
 import json
-import shlex
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -22,6 +22,7 @@ from typing import List, Optional
 
 from ..instrumentation.activations import FP16_MAX
 from ..analysis.training_log import read_training_log
+from .run_dir import dry_run, log_command, mark_done
 
 MIXED_PRECISION_FLAGS = ("--fp16", "--memory-efficient-fp16", "--bf16", "--amp")
 # Set by the runner; a user's extra arguments must not repeat them.
@@ -97,16 +98,19 @@ def summarize(out_dir, peak_lr: float, warmup_updates: int) -> StabilityResult:
 
 
 def run_lr_stability(data, out_dir, peak_lr: float, warmup_updates: int, train_args: List[str],
-                     threshold: float = FP16_MAX) -> StabilityResult:  # fmt: skip
-    """Run fairseq-train once, write ``out_dir/result.json`` and return the result."""
+                     threshold: float = FP16_MAX) -> Optional[StabilityResult]:  # fmt: skip
+    """Run fairseq-train once, write ``out_dir/result.json`` and return the result (None with DRY_RUN=1,
+    which prints the command only)."""
     if peak_lr <= 0 or warmup_updates < 1:
         raise ValueError(f"need a positive peak lr and warmup updates, got {peak_lr} and {warmup_updates}")
     out_dir = Path(out_dir)
     if (out_dir / "train.log").exists():
         raise FileExistsError(f"{out_dir} already holds a run (train.log); choose another directory")
-    out_dir.mkdir(parents=True, exist_ok=True)
     cmd = stability_command(data, out_dir, peak_lr, warmup_updates, threshold, train_args)
-    (out_dir / "command.txt").write_text(shlex.join(cmd) + "\n")
+    line = log_command(out_dir, cmd)
+    if dry_run():
+        print(line)
+        return None
     with open(out_dir / "train.log", "w") as log_file:
         returncode = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT).returncode
     result = summarize(out_dir, peak_lr, warmup_updates)
@@ -114,6 +118,7 @@ def run_lr_stability(data, out_dir, peak_lr: float, warmup_updates: int, train_a
         tail = "\n".join((out_dir / "train.log").read_text().splitlines()[-20:])
         raise RuntimeError(f"fairseq-train failed for another reason than divergence:\n{tail}")
     (out_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+    mark_done(out_dir)
     return result
 
 

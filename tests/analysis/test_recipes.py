@@ -3,6 +3,7 @@ paper-scale runs see the paper's tokens per update."""
 import os
 import shlex
 import subprocess
+import sys
 
 import pytest
 from fairseq import options
@@ -21,7 +22,7 @@ PAPER_TOKENS = {"gpt3_small": 2**19, "gpt3_medium": 2**19, "gpt3_xl": 2**20, "gp
 def commands(tmp_path_factory):
     """{(recipe, scale): [argv of each command]} written by DRY_RUN=1."""
     out, found = tmp_path_factory.mktemp("recipes"), {}
-    env = {**os.environ, "DRY_RUN": "1", "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair")}
+    env = {**os.environ, "DRY_RUN": "1", "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair"), "PY": sys.executable}
     for recipe in RECIPES:
         for scale in ("paper", "tiny"):
             run_dir = out / f"{recipe}-{scale}"
@@ -73,11 +74,11 @@ def test_table5_rows_switch_exactly_their_operations(commands):
 
 
 def test_paper_scale_needs_data_and_a_whole_update_freq(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "DATA"}
+    env = {**{k: v for k, v in os.environ.items() if k != "DATA"}, "PY": sys.executable}
     script = REPO_ROOT / "recipes" / "table6_sizes.sh"
     result = subprocess.run(["bash", script, "paper", tmp_path / "a"], env={**env, "DRY_RUN": "1"},
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode != 0 and "set DATA" in result.stderr
     result = subprocess.run(["bash", script, "paper", tmp_path / "b"], capture_output=True, text=True,
                             env={**env, "DRY_RUN": "1", "DATA": "/d", "WORLD_SIZE": "3"})  # fmt: skip
-    assert result.returncode != 0 and "not a multiple of world size 3" in result.stderr
+    assert result.returncode != 0 and "3 GPUs x --batch-size 16 x 2048 tokens does not divide 524288 tokens" in result.stderr

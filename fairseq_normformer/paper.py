@@ -1,0 +1,165 @@
+"""The paper's training settings, written once (Shleifer, Weston, Ott 2021, and the authors' commands in
+fairseq's examples/normformer/{README.md,train_lm.sh}). Every recipe and launch script reads them here,
+through ``normformer-paper-settings`` (see docs/recipes.md)::
+
+    normformer-paper-settings --table 6 --size 125M --model normformer --world-size 16 --format json
+
+Model shapes stay in ``models/normformer_lm.py`` (``GPT3_SIZES``); this module names them by size.
+"""
+import argparse
+import json
+import shlex
+import sys
+
+from .models.normformer_lm import GPT3_SIZES
+
+# size -> preset suffix: preln_lm_<suffix> (baseline) and normformer_lm_<suffix> (NormFormer)
+SIZES = {"125M": "gpt3_small", "355M": "gpt3_medium", "760M": "gpt3_large", "1.3B": "gpt3_xl", "2.7B": "gpt3_2_7"}
+assert set(SIZES.values()) == set(GPT3_SIZES)
+PRESET_SIZES = {preset: size for size, preset in SIZES.items()}  # gpt3_small -> 125M
+MODELS = {"baseline": "preln_lm", "normformer": "normformer_lm"}
+
+# GPT-3's batch: 0.5M tokens per update for 125M and 355M, 1M above, 300B tokens in all (the authors'
+# train_lm.sh: 8 GPUs x 16 x 2048 x 2 and 8 x 4 x 2048 x 16; 572,204 and 286,102 updates).
+TOKENS_PER_UPDATE = {"125M": 2**19, "355M": 2**19, "760M": 2**20, "1.3B": 2**20, "2.7B": 2**20}
+BATCH_SIZE = {"125M": 16, "355M": 16, "760M": 4, "1.3B": 4, "2.7B": 4}  # sequences per GPU (train_lm.sh)
+TOKENS_PER_SAMPLE = 2048
+TOTAL_TOKENS = 300 * 10**9
+
+# Optimisation and regularisation (train_lm.sh): Adam, polynomial decay after 750 warmup updates.
+ADAM_BETAS = (0.9, 0.98)
+ADAM_EPS = 1e-8
+WEIGHT_DECAY = 0.01
+CLIP_NORM = 0.0
+WARMUP_UPDATES = 750
+DROPOUT = {"355M": 0.0}  # train_355M sets dropout and attention dropout 0; every other size 0.1
+DEFAULT_DROPOUT = 0.1
+PRECISION = ("--memory-efficient-fp16", "--fp16-init-scale", "4")  # fp16 on GPUs, as the authors
+
+# Learning rates. GPT-3 replicated (baseline) and NormFormer: the authors' README commands, the models of
+# Tables 1 and 6 (both tables report the same runs). Where recipes disagreed (355M baseline 1e-3 in the
+# Table 1 recipe), Table 6's "GPT-3 replicated" 6e-4 is the paper's value. 760M: GPT-3's Table 2.1 LR;
+# the paper trained no 760M NormFormer.
+GPT3_LR = {"125M": 6e-4, "355M": 6e-4, "760M": 2.5e-4, "1.3B": 2e-4, "2.7B": 1.6e-4}
+HIGH_LR_BASELINE = {"125M": 1e-3, "355M": 1e-3, "1.3B": 6e-4}  # the authors' "stronger high-lr baseline"
+NORMFORMER_LR = {"125M": 3e-3, "355M": 1e-3, "1.3B": 6e-4, "2.7B": 6e-4}
+
+# Per table: {size: {model: learning rates}} (several: a grid, one run each), and any other override.
+TABLES = {
+    # Table 1 (zero-shot) and Table 6 (sizes): the four sizes, each model at its own best LR
+    "1": {"sizes": {s: {"baseline": (GPT3_LR[s],), "normformer": (NORMFORMER_LR[s],)} for s in NORMFORMER_LR}},
+    "6": {"sizes": {s: {"baseline": (GPT3_LR[s],), "normformer": (NORMFORMER_LR[s],)} for s in NORMFORMER_LR}},
+    # Table 3 (LR stability): warmup to a very large peak; the schedule is this package's choice (the
+    # paper's text does not give it)
+    "3": {"sizes": {"125M": {"baseline": (0.05,), "normformer": (0.05,)}}, "warmup_updates": 10000},
+    # Table 5 (ablations) and Figures 2-5 (the baseline/NormFormer pair): 125M, the stronger baseline
+    "5": {"sizes": {"125M": {"baseline": (HIGH_LR_BASELINE["125M"],), "normformer": (NORMFORMER_LR["125M"],)}}},
+    "figs": {"sizes": {"125M": {"baseline": (HIGH_LR_BASELINE["125M"],), "normformer": (NORMFORMER_LR["125M"],)}}},
+    # Table 7 (learning rates): 125M, both baselines and NormFormer at 1e-3 and 3e-3
+    "7": {"sizes": {"125M": {"baseline": (GPT3_LR["125M"], HIGH_LR_BASELINE["125M"]), "normformer": (1e-3, 3e-3)}}},
+}
+
+
+def update_freq(tokens_per_update: int, world_size: int, batch_size: int, tokens_per_sample: int) -> int:
+    """--update-freq such that world size x --batch-size x --tokens-per-sample x --update-freq equals
+    the tokens per update exactly; an error when no whole number does."""
+    for name, value in (("world size", world_size), ("batch size", batch_size), ("tokens per sample", tokens_per_sample)):
+        if value < 1:
+            raise ValueError(f"{name} must be at least 1, got {value}")
+    per_pass = world_size * batch_size * tokens_per_sample
+    if tokens_per_update % per_pass:
+        raise ValueError(
+            f"{world_size} GPUs x --batch-size {batch_size} x {tokens_per_sample} tokens does not divide "
+            f"{tokens_per_update} tokens per update: change the batch size or the number of GPUs"
+        )
+    return tokens_per_update // per_pass
+
+
+def settings(table: str, size: str, model: str, world_size: int, batch_size=None,
+             tokens_per_sample: int = TOKENS_PER_SAMPLE) -> dict:  # fmt: skip
+    """Every setting of one run of ``table``: the model, LRs, batch arithmetic, optimiser, precision."""
+    size = PRESET_SIZES.get(size, size)
+    if table not in TABLES:
+        raise ValueError(f"no settings for table {table!r}; one of {', '.join(TABLES)}")
+    sizes = TABLES[table]["sizes"]
+    if size not in sizes:
+        raise ValueError(f"table {table} has no {size} run; its sizes: {', '.join(sizes)}")
+    batch_size = batch_size or BATCH_SIZE[size]
+    freq = update_freq(TOKENS_PER_UPDATE[size], world_size, batch_size, tokens_per_sample)
+    return {
+        "table": table, "size": size, "model": model, "arch": f"{MODELS[model]}_{SIZES[size]}",
+        "lrs": list(sizes[size][model]), "dropout": DROPOUT.get(size, DEFAULT_DROPOUT),
+        "warmup_updates": TABLES[table].get("warmup_updates", WARMUP_UPDATES),
+        "adam_betas": list(ADAM_BETAS), "adam_eps": ADAM_EPS, "weight_decay": WEIGHT_DECAY, "clip_norm": CLIP_NORM,
+        "tokens_per_sample": tokens_per_sample, "tokens_per_update": TOKENS_PER_UPDATE[size],
+        "world_size": world_size, "batch_size": batch_size, "update_freq": freq,
+        "max_update": TOTAL_TOKENS // TOKENS_PER_UPDATE[size], "precision": list(PRECISION),
+    }  # fmt: skip
+
+
+def lr_text(lr: float) -> str:
+    """A learning rate as the paper writes it: 6e-4, 1.6e-4."""
+    mantissa, exponent = f"{lr:e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+
+
+def optimizer_args() -> list:
+    """The paper's Adam as fairseq-train arguments (the tiny recipes use it too)."""
+    return ["--optimizer", "adam", "--adam-betas", str(ADAM_BETAS), "--adam-eps", str(ADAM_EPS),
+            "--weight-decay", str(WEIGHT_DECAY), "--clip-norm", str(CLIP_NORM)]  # fmt: skip
+
+
+def run_args(s: dict) -> dict:
+    """fairseq-train arguments of one ``settings`` result, in three groups; --lr is the caller's."""
+    dropout, updates = str(s["dropout"]), str(s["max_update"])
+    return {
+        "MODEL": ["--arch", s["arch"], "--dropout", dropout, "--attention-dropout", dropout],
+        "BATCH": ["--tokens-per-sample", str(s["tokens_per_sample"]), "--batch-size", str(s["batch_size"]),
+                  "--update-freq", str(s["update_freq"]), "--distributed-world-size", str(s["world_size"])],
+        "SCHEDULE": ["--lr-scheduler", "polynomial_decay", "--warmup-updates", str(s["warmup_updates"]),
+                     "--total-num-update", updates, "--max-update", updates],
+    }  # fmt: skip
+
+
+def shell_lines(runs: list) -> list:
+    """bash assignments (for ``eval``): PAPER_* arrays keyed by "SIZE/MODEL", and the shared flags."""
+    lines = [f"PAPER_OPTIMIZER=({shlex.join(optimizer_args())})", f"PAPER_PRECISION=({shlex.join(PRECISION)})",
+             f"PAPER_SIZES=({' '.join(dict.fromkeys(s['size'] for s in runs))})"]  # fmt: skip
+    columns = {"ARCH": "arch", "DROPOUT": "dropout", "WARMUP": "warmup_updates", "UPDATE_FREQ": "update_freq",
+               "TOKENS_PER_UPDATE": "tokens_per_update", "MAX_UPDATE": "max_update", "BATCH_SIZE": "batch_size"}  # fmt: skip
+    keyed = {name: {f"{s['size']}/{s['model']}": str(s[column]) for s in runs} for name, column in columns.items()}
+    keyed["LRS"] = {f"{s['size']}/{s['model']}": " ".join(map(lr_text, s["lrs"])) for s in runs}
+    for group in ("MODEL", "BATCH", "SCHEDULE"):
+        keyed[f"{group}_ARGS"] = {f"{s['size']}/{s['model']}": shlex.join(run_args(s)[group]) for s in runs}
+    for name, by_key in keyed.items():
+        items = " ".join(f"[{k}]={shlex.quote(v)}" for k, v in by_key.items())
+        lines.append(f"declare -gA PAPER_{name}=({items})")
+    return lines
+
+
+def get_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="normformer-paper-settings", description=__doc__.split("\n\n")[0])
+    p.add_argument("--table", required=True, choices=list(TABLES), help="paper table ('figs': Figures 2-5)")
+    p.add_argument("--size", action="append", choices=[*SIZES, *PRESET_SIZES],
+                   help="125M or gpt3_small, ...; repeatable; default: the table's sizes")
+    p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
+    p.add_argument("--world-size", type=int, default=8, help="GPUs (processes) in all")
+    p.add_argument("--batch-size", type=int, default=None, help="sequences per GPU and pass (default: the authors')")
+    p.add_argument("--tokens-per-sample", type=int, default=TOKENS_PER_SAMPLE)
+    p.add_argument("--format", choices=("json", "shell"), default="json")
+    return p
+
+
+def main(argv=None):
+    args = get_parser().parse_args(argv)
+    sizes = args.size or list(TABLES[args.table]["sizes"])
+    try:
+        runs = [settings(args.table, size, model, args.world_size, args.batch_size, args.tokens_per_sample)
+                for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
+    except ValueError as e:
+        sys.exit(f"normformer-paper-settings: error: {e}")
+    print("\n".join(shell_lines(runs)) if args.format == "shell" else json.dumps(runs, indent=2))
+
+
+if __name__ == "__main__":
+    main()

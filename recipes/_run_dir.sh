@@ -1,0 +1,40 @@
+# The run-directory convention (docs/recipes.md), the shell side of fairseq_normformer/runs/run_dir.py;
+# sourced by the recipes and examples/slurm. Needs REPO (the repository root); OUT, when set, is where
+# commands.sh is kept.
+#   RUN_DIR/done      written once a run's command succeeded; a run that has it is reused, never redone
+#   OUT/commands.sh   every command, appended (paths relative to the repository root)
+#   DRY_RUN=1         a command is logged and printed (shell-quoted, one line, on stdout), not run
+DRY_RUN="${DRY_RUN:-0}"
+DONE_MARKER=done
+
+run() {
+  local line
+  line="$(printf '%q ' "$@")"
+  if [ -n "${OUT:-}" ]; then echo "${line//$REPO\//}" >>"$OUT/commands.sh"; fi
+  if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "$@"; fi
+}
+
+is_done() { [ -e "$1/$DONE_MARKER" ]; }
+mark_done() { touch "$1/$DONE_MARKER"; }
+
+# run_in RUN_DIR LOG COMMAND...: COMMAND with its output in LOG, then RUN_DIR/done; a finished run is reused
+run_in() {
+  local dir="$1" log="$2"
+  shift 2
+  if is_done "$dir"; then echo "[${RECIPE:-run}] $(basename "$dir"): finished before, reused" >&2; return; fi
+  if [ "$DRY_RUN" = 1 ]; then run "$@"; return; fi
+  mkdir -p "$dir"
+  if ! run "$@" >"$log" 2>&1; then
+    echo "[${RECIPE:-run}] $(basename "$dir") failed; see $log" >&2
+    return 1
+  fi
+  mark_done "$dir"
+}
+
+# paper_settings normformer-paper-settings-ARGS...: eval the PAPER_* arrays of fairseq_normformer/paper.py,
+# the one source of the paper's settings (run with PY, the repository first on the path)
+paper_settings() {
+  local settings
+  settings="$(PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m fairseq_normformer.paper --format shell "$@")" || exit 2
+  eval "$settings"
+}

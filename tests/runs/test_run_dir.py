@@ -1,0 +1,66 @@
+"""One run-directory convention (runs/run_dir.py and its shell side recipes/_run_dir.sh) and one
+atomic-directory helper (runs/atomic.py)."""
+import os
+import shlex
+import subprocess
+
+import pytest
+
+from fairseq_normformer.runs import run_dir
+from fairseq_normformer.runs.atomic import atomic_directory
+from tests.conftest import REPO_ROOT
+
+
+def shell(script, out, **env):
+    source = f'REPO={shlex.quote(str(REPO_ROOT))} OUT={shlex.quote(str(out))}; source "$REPO/recipes/_run_dir.sh"; '
+    return subprocess.run(["bash", "-c", source + script], capture_output=True, text=True, env={**os.environ, **env})
+
+
+def test_shell_and_python_share_the_done_marker_and_the_commands_log(tmp_path):
+    assert shell(f"mark_done {tmp_path}", tmp_path).returncode == 0
+    assert run_dir.is_done(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    assert shell(f"is_done {other}", tmp_path).returncode == 1
+    run_dir.mark_done(other)
+    assert shell(f"is_done {other}", tmp_path).returncode == 0
+    cmd = ["touch", str(tmp_path / "a file"), str(tmp_path / "b")]
+    dry = shell(f"run {shlex.join(cmd)}", tmp_path, DRY_RUN="1")
+    assert dry.returncode == 0 and not (tmp_path / "a file").exists()  # logged and printed, not run
+    run_dir.log_command(tmp_path, cmd)
+    lines = (tmp_path / run_dir.COMMANDS).read_text().splitlines()
+    assert [shlex.split(line) for line in lines] == [cmd, cmd] and shlex.split(dry.stdout) == cmd
+    assert shell(f"run {shlex.join(cmd)}", tmp_path, DRY_RUN="0").returncode == 0 and (tmp_path / "a file").exists()
+
+
+def test_run_in_marks_a_run_done_only_when_it_succeeds_and_reuses_it(tmp_path):
+    ok, failed = tmp_path / "ok", tmp_path / "failed"
+    assert shell(f"run_in {ok} {ok}/log echo trained", tmp_path).returncode == 0
+    assert run_dir.is_done(ok) and (ok / "log").read_text() == "trained\n"
+    again = shell(f"run_in {ok} {ok}/log echo trained again", tmp_path)
+    assert "finished before, reused" in again.stderr and (ok / "log").read_text() == "trained\n"
+    result = shell(f"run_in {failed} {failed}/log false", tmp_path)
+    assert result.returncode == 1 and not run_dir.is_done(failed) and "failed; see" in result.stderr
+
+
+def test_atomic_directory_is_complete_or_absent(tmp_path):
+    out = tmp_path / "sub" / "out"
+    with atomic_directory(out) as tmp:
+        assert tmp.name.startswith(".out.tmp-") and not out.exists()
+        (tmp / "a").write_text("1")
+    assert (out / "a").read_text() == "1" and sorted(p.name for p in out.parent.iterdir()) == ["out"]
+    failed = tmp_path / "failed"
+    with pytest.raises(RuntimeError):
+        with atomic_directory(failed) as tmp:
+            (tmp / "a").write_text("1")
+            raise RuntimeError("build failed")
+    assert list(tmp_path.iterdir()) == [tmp_path / "sub"]  # neither the destination nor the tmp dir
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with atomic_directory(empty) as tmp:
+        (tmp / "b").write_text("2")
+    assert (empty / "b").read_text() == "2"
+    with pytest.raises(OSError):  # a non-empty destination is left as it is
+        with atomic_directory(empty) as tmp:
+            (tmp / "c").write_text("3")
+    assert [p.name for p in empty.iterdir()] == ["b"] and sorted(p.name for p in tmp_path.iterdir()) == ["empty", "sub"]
