@@ -14,6 +14,7 @@ from typing import List, Optional
 
 _PARAMS = re.compile(r"num\. shared model params: ([\d,]+)")
 _EVAL_LM = re.compile(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+|inf|nan)")
+_EVAL_LM_SPEED = re.compile(r"Evaluated ([\d,]+) tokens in ([\d.]+)s \(([\d.]+) tokens/s\)")
 _KEY_EQ_VALUE = re.compile(r"([\w/.\-]+)=([^,\s]+)")
 # fairseq's terminal numerical failures (trainer, dynamic loss scaler, our --stop-on-activation-overflow)
 _FAILURES = ("gradients are Nan/Inf", "Minimum loss scale reached", "ActivationOverflowError")
@@ -99,3 +100,12 @@ def read_eval_lm(path) -> dict:
     if match is None:
         raise ValueError(f"{path} holds no 'Loss (base 2): ..., Perplexity: ...' line of fairseq-eval-lm")
     return {"loss": float(match.group(1)), "ppl": float(match.group(2))}
+
+
+def read_eval_lm_speed(path) -> dict:
+    """{"tokens", "seconds", "tokens_per_second"} of ``fairseq-eval-lm``'s "Evaluated N tokens" line."""
+    match = _EVAL_LM_SPEED.search(Path(path).read_text(errors="replace"))
+    if match is None:
+        raise ValueError(f"{path} holds no 'Evaluated N tokens in Xs (Y tokens/s)' line of fairseq-eval-lm")
+    tokens, seconds, speed = match.groups()
+    return {"tokens": int(tokens.replace(",", "")), "seconds": float(seconds), "tokens_per_second": float(speed)}
