@@ -1,6 +1,7 @@
 """python -m benchmarks {measure,render}: see benchmarks/__init__.py and docs/benchmarks.md."""
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -27,15 +28,21 @@ def measure_command(args, argv: list):
     setup = SETUPS[args.device]
     corpus = build_corpus(args.workdir / "corpus", fmt="lm", vocab_size=8000, max_chars=2_000_000)
     results = run_description(args.device, setup, "python -m benchmarks " + " ".join(argv))
+    if args.note:
+        results["note"] = args.note
     results.update(measure(args.device, setup, corpus.data_bin, args.rounds, args.matmul_repeats))
+    path = args.results_dir / f"{args.device}.json"
+    _write(path, results)  # kept should fairseq-eval-lm fail
     if args.eval_lm_rounds:
         results["eval_lm"] = eval_lm_throughput(
             variants_for("cpu"), setup, corpus.data_bin, args.workdir, args.device, args.eval_lm_rounds
         )
-    if args.note:
-        results["note"] = args.note
-    args.results_dir.mkdir(parents=True, exist_ok=True)
-    path = args.results_dir / f"{args.device}.json"
+        _write(path, results)
+
+
+def _write(path: Path, results: dict):
+    results["load_average"] = list(os.getloadavg())  # 1, 5, 15 minutes, at the end of the run
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {path}")
 

@@ -24,7 +24,9 @@ def _device_flags(device: str) -> list:
 
 
 def train_one_update(variant: Variant, setup: Setup, data_dir: Path, save_dir: Path, device: str) -> Path:
-    """A checkpoint of ``variant`` written by fairseq-train itself (one update)."""
+    """A checkpoint of ``variant`` written by fairseq-train itself (one update), from scratch: a
+    checkpoint an earlier run left in ``save_dir`` is removed first (fairseq-train would resume it)."""
+    (save_dir / "checkpoint_last.pt").unlink(missing_ok=True)
     cmd = [str(Path(sys.executable).parent / "fairseq-train")] + [str(a) for a in [
         data_dir, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch", setup.arch(variant),
         *setup.shape_flags, *variant.flags, "--tokens-per-sample", setup.seq_len, "--max-tokens", 2048,

@@ -181,7 +181,6 @@ def run_description(device: str, setup: Setup, command: str) -> dict:
         "date": f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         "command": command,
         "machine": _machine(device),
-        "load_average": list(os.getloadavg()),
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "fairseq": fairseq.__version__,
                      "triton": triton.__version__, "fairseq-normformer": fairseq_normformer.__version__},
         "setup": {"archs": setup.archs, "shape_flags": list(setup.shape_flags), "seq_len": setup.seq_len,
