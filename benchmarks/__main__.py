@@ -27,7 +27,8 @@ def measure_command(args, argv: list):
         torch.set_num_threads(args.threads)
     setup = SETUPS[args.device]
     corpus = build_corpus(args.workdir / "corpus", fmt="lm", vocab_size=8000, max_chars=2_000_000)
-    results = run_description(args.device, setup, "python -m benchmarks " + " ".join(argv))
+    command = " ".join(["python -m benchmarks", *argv]).replace(f" --note {args.note}", "")  # the note: below
+    results = run_description(args.device, setup, command)
     if args.note:
         results["note"] = args.note
     results.update(measure(args.device, setup, corpus.data_bin, args.rounds, args.matmul_repeats))
