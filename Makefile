@@ -23,4 +23,4 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests $(PYTEST_ARGS)
 
 bench: $(STAMP)
-	$(PY) benchmarks/bench_lm.py
+	$(PY) -m benchmarks measure

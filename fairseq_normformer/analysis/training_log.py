@@ -15,10 +15,10 @@ from typing import List, Optional
 
 _PARAMS = re.compile(r"num\. shared model params: ([\d,]+)")
 _EVAL_LM = re.compile(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+|inf|nan)")
-_EVAL_SPEED = re.compile(r"\(([\d.]+) tokens/s\)")
 _DONE = re.compile(r"done training in ([\d.]+) seconds")
 # "2026-01-01 12:00:00 | INFO | fairseq_cli.train | " or "INFO:fairseq_cli.eval_lm:"
 _PREFIX = re.compile(r"^(?:[\d-]+ [\d:]+ \| )?(?:INFO|WARNING|ERROR)\s*[|:]\s*[\w.]+\s*[|:]\s*")
+_EVAL_LM_SPEED = re.compile(r"Evaluated ([\d,]+) tokens in ([\d.]+)s \(([\d.]+) tokens/s\)")
 _KEY_EQ_VALUE = re.compile(r"([\w/.\-]+)=([^,\s]+)")
 # fairseq's terminal numerical failures (trainer, dynamic loss scaler, our --stop-on-activation-overflow)
 _FAILURES = ("gradients are Nan/Inf", "Minimum loss scale reached", "ActivationOverflowError")
@@ -119,8 +119,17 @@ def read_eval_lm(path) -> dict:
     """{"loss": base-2 loss per token, "ppl": perplexity, "tokens_per_s": speed or None} of the last
     evaluation ``fairseq-eval-lm`` printed."""
     text = Path(path).read_text(errors="replace")
-    found, speeds = _EVAL_LM.findall(text), _EVAL_SPEED.findall(text)
+    found, speeds = _EVAL_LM.findall(text), [m[2] for m in _EVAL_LM_SPEED.findall(text)]
     if not found:
         raise ValueError(f"{path} holds no 'Loss (base 2): ..., Perplexity: ...' line of fairseq-eval-lm")
     loss, ppl = found[-1]
     return {"loss": float(loss), "ppl": float(ppl), "tokens_per_s": float(speeds[-1]) if speeds else None}
+
+
+def read_eval_lm_speed(path) -> dict:
+    """{"tokens", "seconds", "tokens_per_second"} of ``fairseq-eval-lm``'s "Evaluated N tokens" line."""
+    match = _EVAL_LM_SPEED.search(Path(path).read_text(errors="replace"))
+    if match is None:
+        raise ValueError(f"{path} holds no 'Evaluated N tokens in Xs (Y tokens/s)' line of fairseq-eval-lm")
+    tokens, seconds, speed = match.groups()
+    return {"tokens": int(tokens.replace(",", "")), "seconds": float(seconds), "tokens_per_second": float(speed)}

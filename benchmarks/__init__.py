@@ -1,0 +1,11 @@
+"""Speed and memory of NormFormer against the baselines (issue #4). A benchmark, not a test.
+
+    python -m benchmarks measure                  # CPU: 6 layers, 512 dim, sequence 256, batch 8
+    python -m benchmarks measure --device cuda    # GPU: the 125M (GPT-3 Small) preset, sequence 2048,
+                                                  # plus the fused Triton kernels and LN kernel timings
+    python -m benchmarks render                   # docs/benchmarks.md again from the stored JSON
+
+variants.py declares the models, measure.py and eval_lm.py measure them into a JSON results file
+(docs/results/benchmarks/DEVICE.json), formulas.py holds the FLOPs and memory formulas, report.py
+turns a results file into its section of docs/benchmarks.md and judges targets.json.
+"""

@@ -1,0 +1,74 @@
+"""python -m benchmarks {measure,render}: see benchmarks/__init__.py and docs/benchmarks.md."""
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+from fairseq_normformer.corpus.stdlib import build_corpus
+
+from . import __doc__ as DOC
+from .eval_lm import REPO_ROOT, eval_lm_throughput
+from .measure import measure, run_description
+from .report import render
+from .variants import SETUPS, variants_for
+
+RESULTS_DIR = REPO_ROOT / "docs" / "results" / "benchmarks"
+DOC_PATH = REPO_ROOT / "docs" / "benchmarks.md"
+
+
+def measure_command(args, argv: list):
+    """Measure on ``args.device``, write DEVICE.json, then render the doc."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("benchmarks: --device cuda: no CUDA device here")
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    setup = SETUPS[args.device]
+    corpus = build_corpus(args.workdir / "corpus", fmt="lm", vocab_size=8000, max_chars=2_000_000)
+    command = " ".join(["python -m benchmarks", *argv]).replace(f" --note {args.note}", "")  # the note: below
+    results = run_description(args.device, setup, command)
+    if args.note:
+        results["note"] = args.note
+    results.update(measure(args.device, setup, corpus.data_bin, args.rounds, args.matmul_repeats))
+    path = args.results_dir / f"{args.device}.json"
+    _write(path, results)  # kept should fairseq-eval-lm fail
+    if args.eval_lm_rounds:
+        results["eval_lm"] = eval_lm_throughput(
+            variants_for("cpu"), setup, corpus.data_bin, args.workdir, args.device, args.eval_lm_rounds
+        )
+        _write(path, results)
+
+
+def _write(path: Path, results: dict):
+    results["load_average"] = list(os.getloadavg())  # 1, 5, 15 minutes, at the end of the run
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=DOC.split("\n\n")[0])
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help="where DEVICE.json files live")
+    parser.add_argument("--doc", type=Path, default=DOC_PATH, help="the Markdown file whose sections are rendered")
+    commands = parser.add_subparsers(dest="command", required=True)
+    m = commands.add_parser("measure", help="measure, write DEVICE.json, render the doc")
+    m.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    m.add_argument("--threads", type=int, default=1, help="torch threads on CPU (1: CPU time = the work)")
+    m.add_argument("--rounds", type=int, default=5, help="interleaved timing rounds (median)")
+    m.add_argument("--eval-lm-rounds", type=int, default=3, help="fairseq-eval-lm runs per model; 0 skips")
+    m.add_argument("--matmul-repeats", type=int, default=5, help="matmul-peak repeats (best)")
+    m.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="corpus, checkpoints, logs")
+    m.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")
+    commands.add_parser("render", help="render the doc from the stored DEVICE.json files, measuring nothing")
+    args = parser.parse_args(argv)
+    if args.command == "measure":
+        measure_command(args, argv)
+    render(args.results_dir, args.doc, REPO_ROOT)
+    print(f"rendered {args.doc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,258 @@
+"""Turn a results file (what measure.py and eval_lm.py wrote) into its section of docs/benchmarks.md,
+judging targets.json. Pure: no measuring, so the doc can be regenerated from the stored JSON."""
+import json
+import statistics
+from pathlib import Path
+
+import torch
+
+from .formulas import added_activation_bytes, matmul_weights, model_flops_per_step
+from .variants import VARIANTS
+
+TARGETS = Path(__file__).resolve().parent / "targets.json"
+MiB = 2**20
+LAYER_NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm_backward")
+MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
+NOT_RUN = "not run"
+
+
+def median_by_clock(runs: list) -> dict:
+    """{clock: median} of a list of {clock: value}."""
+    return {clock: statistics.median(run[clock] for run in runs) for clock in runs[0]}
+
+
+class Summary:
+    """The numbers of one results file that tables and targets are made of."""
+
+    def __init__(self, results: dict):
+        self.results = results
+        self.variants = results["variants"]
+        self.clocks = list(next(iter(self.variants.values()))["seconds_per_step"][0])
+        self.clock = "cpu" if "cpu" in self.clocks else "wall"  # what targets are judged on
+        self.seconds = {name: median_by_clock(v["seconds_per_step"]) for name, v in self.variants.items()}
+        self.tokens = results["shapes"]["tokens"]
+        self.flops = model_flops_per_step(results["shapes"])
+
+    def tokens_per_second(self, name: str, clock: str = None) -> float:
+        return self.tokens / self.seconds[name][clock or self.clock]
+
+    def matmul_flops_per_second(self, clock: str = None) -> float:
+        """The best of the repeats (the least disturbed), 2·n³ FLOPs each."""
+        peak = self.results["matmul_peak"]
+        return 2 * peak["size"] ** 3 / min(run[clock or self.clock] for run in peak["seconds"])
+
+    def peak_fraction(self, name: str, clock: str = None) -> float:
+        """The share of the matmul peak a training step reaches: model FLOPs per second / peak."""
+        return self.flops / self.seconds[name][clock or self.clock] / self.matmul_flops_per_second(clock)
+
+    def quantity(self, name: str, quantity: str) -> float:
+        if quantity == "tokens_per_second":
+            return self.tokens_per_second(name)
+        if quantity == "seconds_per_step":
+            return self.seconds[name][self.clock]
+        return self.variants[name][quantity]
+
+
+# ------------------------------------------------------------------ targets
+def judge(target: dict, summary: Summary) -> list:
+    """[(text, measured, met)] of one target: met is None where it was not run."""
+    if target["quantity"] == "layer_norm_kernel_speed":
+        rows = summary.results["layer_norm_kernels"] if summary else []
+        if not rows:
+            return [(target["text"], NOT_RUN, None)]
+        return [(f"{target['text']}, {r['dtype']}, width {r['width']}, {r['pass']}",
+                 *_ratio_met(r["torch_ms"] / r["triton_ms"], target, "× torch's speed")) for r in rows]  # fmt: skip
+    if summary is None or target["variant"] not in summary.variants:
+        return [(target["text"], NOT_RUN, None)]
+    ratio = summary.quantity(target["variant"], target["quantity"]) / summary.quantity(
+        target["baseline"], target["quantity"]
+    )
+    return [(target["text"], *_ratio_met(ratio, target, f"× ({100 * (ratio - 1):+.1f}%)"))]
+
+
+def _ratio_met(ratio: float, target: dict, unit: str) -> tuple:
+    met = ratio >= target["at_least"] if "at_least" in target else ratio <= target["at_most"]
+    return f"{ratio:.3f}{unit}", met
+
+
+def _bound(target: dict) -> str:
+    return f"≥ {target['at_least']}" if "at_least" in target else f"≤ {target['at_most']}"
+
+
+def targets_table(targets: list, summary: Summary) -> list:
+    clock = f" (time by {summary.clock} clock)" if summary else ""
+    lines = [f"| target{clock} | ratio bound | measured | |", "|---|---|---|---|"]
+    for target in targets:
+        for text, measured, met in judge(target, summary):
+            verdict = "" if met is None else "met" if met else "**missed**"
+            lines.append(f"| {text} | {_bound(target)} | {measured} | {verdict} |")
+    return lines
+
+
+# ------------------------------------------------------------------ tables
+def models_table(s: Summary) -> list:
+    speed = " | ".join(f"fwd+bwd tokens/s ({c} clock)" for c in s.clocks)
+    fraction = " | ".join(f"share of matmul peak ({c} clock)" for c in s.clocks)
+    lines = [f"| variant | model | params (M) | {speed} | {fraction} | peak memory during the step (MiB) |"]
+    lines.append("|---|---|---:|" + "---:|" * (2 * len(s.clocks) + 1))
+    for v in VARIANTS:
+        if v.name not in s.variants:
+            lines.append(f"| `{v.name}` | {v.label} | |" + f" {NOT_RUN} |" * (2 * len(s.clocks)) + " |")
+            continue
+        m = s.variants[v.name]
+        speeds = " | ".join(f"{s.tokens_per_second(v.name, c):,.0f}" for c in s.clocks)
+        fractions = " | ".join(f"{100 * s.peak_fraction(v.name, c):.0f}%" for c in s.clocks)
+        lines.append(f"| `{v.name}` | {m['label']} | {m['params'] / 1e6:.1f} | {speeds} | {fractions} "
+                     f"| {m['peak_bytes'] / MiB:,.0f} |")  # fmt: skip
+    return lines
+
+
+def flops_lines(s: Summary) -> list:
+    sh, peak = s.results["shapes"], s.results["matmul_peak"]
+    n = peak["size"]
+    best = ", ".join(f"{s.matmul_flops_per_second(c) / 1e9:,.0f} GFLOP/s ({c} clock)" for c in s.clocks)
+    return [
+        f"- Matrix-multiply peak of this machine: one {n}×{n}×{n} {peak['dtype']} `a @ b` (2·{n}³ FLOPs), "
+        f"best of {len(peak['seconds'])}: {best}, at the torch thread count above.",
+        f"- Model FLOPs per step = 6·N·tokens + 12·L·d·T·tokens = {s.flops / 1e9:,.1f} GFLOP, with N = "
+        f"L·(4d² + 2d·f) + d·V = {matmul_weights(sh) / 1e6:.1f}M matmul weights (L {sh['layers']}, d {sh['embed']}, "
+        f"f {sh['ffn']}, V {sh['vocab']}, T {sh['seq_len']}, {sh['tokens']} tokens); the share of matmul peak "
+        "is (model FLOPs / seconds per step) / peak, both by the same clock.",
+    ]
+
+
+
+def profile_table(profiles: dict, base: str, other: str, top: int = 10) -> list:
+    """The ops whose self time differs most between two variants: where the difference goes."""
+    x, y = profiles[base], profiles[other]
+    ops = sorted(set(x) | set(y), key=lambda op: -abs(y.get(op, 0) - x.get(op, 0)))[:top]
+    lines = [f"| op | `{base}` ms | `{other}` ms | difference ms |", "|---|---:|---:|---:|"]
+    for op in ops:
+        lines.append(f"| `{op}` | {x.get(op, 0):.1f} | {y.get(op, 0):.1f} | {y.get(op, 0) - x.get(op, 0):+.1f} |")
+    total_x, total_y = sum(x.values()), sum(y.values())
+    return lines + [f"| all ops | {total_x:.1f} | {total_y:.1f} | {total_y - total_x:+.1f} |"]
+
+
+def share(profile: dict, ops: tuple) -> float:
+    """The fraction of a profile's op time spent in ``ops``."""
+    return sum(ms for op, ms in profile.items() if op in ops) / sum(profile.values())
+
+
+def explanation(s: Summary) -> list:
+    """Numbers that explain the differences: LayerNorm's and the matrix multiplies' share of each
+    profile, and the activation memory NormFormer's LayerNorms keep, by formula."""
+    profiles, peak = s.results["profiles"], {n: v["peak_bytes"] for n, v in s.variants.items()}
+    c, d = profiles["preln"], profiles["normformer"]
+    ln_c, ln_d = (sum(p.get(op, 0) for op in LAYER_NORM_OPS) for p in (c, d))
+    extra = added_activation_bytes(s.results["shapes"], getattr(torch, s.results["setup"]["dtype"]).itemsize)
+    ln_shares = ", ".join(f"`{name}` {100 * share(p, LAYER_NORM_OPS):.1f}%" for name, p in profiles.items())
+    matmul_shares = ", ".join(f"`{name}` {100 * share(p, MATMUL_OPS):.0f}%" for name, p in profiles.items())
+    return [
+        f"- LayerNorm ops (forward and backward) in the profiles: `preln` {ln_c:.0f} ms, `normformer` {ln_d:.0f} ms "
+        f"a step, {ln_d - ln_c:+.0f} ms; all ops: {sum(d.values()) - sum(c.values()):+.0f} ms. "
+        f"Share of op time: {ln_shares}.",
+        f"- Share of op time in matrix multiplies ({', '.join(MATMUL_OPS)}), the same work in every model: "
+        f"{matmul_shares}.",
+        f"- Activations `normformer` keeps for backward beyond `preln`, by formula (`added_activation_bytes`: the "
+        f"FFN LN's output and the Post-Attn LN's input, × {s.results['shapes']['layers']} layers): "
+        f"{extra / MiB:.0f} MiB = {100 * extra / peak['preln']:.1f}% of `preln`'s peak; measured difference: "
+        f"{(peak['normformer'] - peak['preln']) / MiB:+.0f} MiB.",
+    ]
+
+
+def eval_lm_table(s: Summary) -> list:
+    eval_lm = s.results["eval_lm"]
+    speeds = {name: median_by_clock(runs) for name, runs in eval_lm["runs"].items()}
+    clocks = list(next(iter(speeds.values())))
+    lines = ["| variant | model | " + " | ".join(f"tokens/s ({c} clock)" for c in clocks) + " |"]
+    lines.append("|---|---|" + "---:|" * len(clocks))
+    for name, speed in speeds.items():
+        label = s.variants[name]["label"]
+        if name == "fairseq_scale_flags" and eval_lm["fairseq_train_drops_scale_flags"]:
+            label += " — fairseq-train dropped the --scale-* flags: this checkpoint is `fairseq_transformer_lm`"
+        lines.append(f"| `{name}` | {label} | " + " | ".join(f"{speed[c]:,.0f}" for c in clocks) + " |")
+    return lines
+
+
+def kernel_table(rows: list) -> list:
+    lines = ["| dtype | width | pass | torch ms | triton ms | torch/triton |", "|---|---:|---|---:|---:|---:|"]
+    return lines + [f"| {r['dtype']} | {r['width']} | {r['pass']} | {r['torch_ms']:.3f} | {r['triton_ms']:.3f} "
+                    f"| {r['torch_ms'] / r['triton_ms']:.2f} |" for r in rows]  # fmt: skip
+
+
+# ------------------------------------------------------------------ sections of docs/benchmarks.md
+def run_lines(results: dict, source: str) -> list:
+    setup, rounds = results["setup"], len(next(iter(results["variants"].values()))["seconds_per_step"])
+    versions = ", ".join(f"{k} {v}" for k, v in results["versions"].items())
+    load = ", ".join(f"{x:.1f}" for x in results["load_average"])
+    models = " ".join(setup["shape_flags"]) or setup["archs"]["ours"]
+    return [
+        f"- Measured by `{results['command']}` on {results['date']}; rendered from `{source}`"
+        + (f". {results['note']}" if results.get("note") else ""),
+        f"- Machine: {results['machine']}; load average (1, 5, 15 min) at the end of the run: {load}",
+        f"- Versions: {versions}",
+        f"- Models: `{models}`; batch {setup['batch']} × sequence {setup['seq_len']} = "
+        f"{setup['batch'] * setup['seq_len']} tokens a step, {setup['dtype']}",
+        f"- Timing: median of {rounds} interleaved rounds of {setup['steps_per_timing']} step(s) each",
+    ]
+
+
+def results_section(results: dict, targets: list, source: str) -> str:
+    s = Summary(results)
+    lines = [f"### {results['device'].upper()}", "", *run_lines(results, source), "", *models_table(s), "",
+             *flops_lines(s), "", *targets_table(targets, s)]  # fmt: skip
+    if results.get("profiles"):
+        for base, other in (("preln", "normformer"), ("fairseq_scale_flags", "normformer")):
+            lines += ["", f"Self time per step of the ops that differ most between `{base}` and `{other}` "
+                      "(torch.profiler, the least of 3 interleaved runs):", ""]  # fmt: skip
+            lines += profile_table(results["profiles"], base, other)
+        lines += ["", *explanation(s)]
+    if results.get("eval_lm"):
+        lines += ["", "`fairseq-eval-lm` on the valid split (its main, in this process), median of interleaved runs; "
+                  "checkpoints written by `fairseq-train`:", ""]  # fmt: skip
+        lines += eval_lm_table(s)
+    if results.get("layer_norm_kernels"):
+        lines += ["", "LayerNorm kernels (`triton.testing.do_bench`):", "", *kernel_table(results["layer_norm_kernels"])]
+    return "\n".join(lines) + "\n"
+
+
+def not_run_section(device: str, targets: list, source: str) -> str:
+    lines = [
+        f"### {device.upper()}: not run (no `{source}`)",
+        "",
+        f"`python -m benchmarks measure --device {device}` on a host with this device writes `{source}` and "
+        "replaces this section.",
+        "",
+        "| variant | model | what it is for |",
+        "|---|---|---|",
+        *[f"| `{v.name}` | {v.label} | {v.purpose} |" for v in VARIANTS],
+        "",
+        *targets_table(targets, None),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, name: str, text: str):
+    """Put ``text`` between this section's markers in ``path``, keeping everything else."""
+    begin, end = f"<!-- begin {name} -->", f"<!-- end {name} -->"
+    doc = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = f"{begin}\n{text}{end}"
+    if begin in doc and end in doc:
+        head, rest = doc.split(begin, 1)
+        doc = head + block + rest.split(end, 1)[1]
+    else:
+        doc = doc.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(doc)
+
+
+def render(results_dir: Path, doc: Path, root: Path, devices=("cpu", "cuda")):
+    """Each device's section of ``doc`` from ``results_dir/DEVICE.json`` (or a "not run" section)."""
+    targets = json.loads(TARGETS.read_text())
+    for device in devices:
+        path = results_dir / f"{device}.json"
+        source = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
+        if path.exists():
+            section = results_section(json.loads(path.read_text()), targets[device], source)
+        else:
+            section = not_run_section(device, targets[device], source)
+        write_section(doc, f"benchmarks {device}", section)

@@ -1,0 +1,100 @@
+"""The models a benchmark compares, each a declared record, built as fairseq builds them."""
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from fairseq import options, tasks
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+import fairseq_normformer  # noqa: F401  (registers our --arch names)
+
+NORMFORMER_FLAGS = ("--scale-attn", "--scale-fc", "--scale-heads")
+PRE_LN = ("--decoder-normalize-before",)  # fairseq's transformer_lm is Post-LN by default (its GPT-3 presets set it)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    label: str
+    purpose: str
+    family: str  # "fairseq": fairseq's own transformer_lm; "ours": this plugin's models
+    flags: tuple = ()
+    cuda_only: bool = False
+
+
+VARIANTS = (
+    Variant("fairseq_transformer_lm", "fairseq transformer_lm (Pre-LN)",
+            "fairseq's own Pre-LN LM, the reference implementation", "fairseq", PRE_LN),
+    Variant("fairseq_scale_flags", "fairseq transformer_lm + --scale-attn --scale-fc --scale-heads",
+            "fairseq's own NormFormer, built through argparse (the one path on which its flags reach the layers)",
+            "fairseq", PRE_LN + NORMFORMER_FLAGS),
+    Variant("preln", "ours, Pre-LN baseline",
+            "our baseline: what NormFormer's overhead is measured against", "ours", ("--layernorm-impl", "torch")),
+    Variant("normformer", "ours, NormFormer (paper HeadScale)",
+            "our NormFormer on the torch path, HeadScale at the paper's position (Eq. 3)", "ours",
+            NORMFORMER_FLAGS + ("--layernorm-impl", "torch")),
+    Variant("normformer_triton", "ours, NormFormer, fused Triton kernels",
+            "our NormFormer with the fused activation→FFN-LN and LN kernels (GPU only)", "ours",
+            NORMFORMER_FLAGS + ("--layernorm-impl", "triton"), cuda_only=True),
+)  # fmt: skip
+BY_NAME = {v.name: v for v in VARIANTS}
+
+
+@dataclass(frozen=True)
+class Setup:
+    archs: dict  # family -> --arch
+    shape_flags: tuple
+    seq_len: int
+    batch: int
+    dtype: torch.dtype
+    steps_per_timing: int
+    matmul_size: int  # n of the n×n×n matrix multiply that measures the machine's peak
+
+    def arch(self, variant: Variant) -> str:
+        return self.archs[variant.family]
+
+    @property
+    def tokens(self) -> int:
+        return self.batch * self.seq_len
+
+
+SETUPS = {
+    "cpu": Setup(
+        archs={"fairseq": "transformer_lm", "ours": "normformer_lm"},
+        shape_flags=("--decoder-layers", "6", "--decoder-embed-dim", "512", "--decoder-ffn-embed-dim", "2048",
+                     "--decoder-attention-heads", "8", "--activation-fn", "gelu",
+                     "--share-decoder-input-output-embed"),
+        seq_len=256, batch=8, dtype=torch.float32, steps_per_timing=1, matmul_size=2048,
+    ),
+    "cuda": Setup(
+        archs={"fairseq": "transformer_lm_gpt3_small", "ours": "preln_lm_gpt3_small"},
+        shape_flags=(), seq_len=2048, batch=8, dtype=torch.bfloat16, steps_per_timing=5, matmul_size=8192,
+    ),
+}  # fmt: skip
+
+
+def variants_for(device: str) -> list:
+    return [v for v in VARIANTS if device == "cuda" or not v.cuda_only]
+
+
+def parse_training_args(data_dir: Path, arch: str, flags, seq_len: int):
+    parser = options.get_training_parser()
+    argv = [str(data_dir), "--task", "language_modeling", "--arch", arch, "--tokens-per-sample", str(seq_len)]
+    return options.parse_args_and_arch(parser, argv + list(flags))
+
+
+def build_model(variant: Variant, setup: Setup, data_dir: Path):
+    """fairseq's model from the argparse Namespace (the one path on which its --scale-* flags take
+    effect); ours through omegaconf, exactly as fairseq-train builds it. ``data_dir`` holds dict.txt."""
+    args = parse_training_args(data_dir, setup.arch(variant), setup.shape_flags + variant.flags, setup.seq_len)
+    task = tasks.setup_task(args)
+    model = task.build_model(convert_namespace_to_omegaconf(args).model if variant.family == "ours" else args)
+    check_operations(variant, model)
+    return model
+
+
+def check_operations(variant: Variant, model):
+    """Fail loudly if the NormFormer flags did not reach the layers (the Post-Attn LN's parameters)."""
+    has_attn_ln = any(".attn_ln." in name for name, _ in model.named_parameters())
+    if has_attn_ln != ("--scale-attn" in variant.flags):
+        raise RuntimeError(f"{variant.name}: built {'with' if has_attn_ln else 'without'} Post-Attn LN")

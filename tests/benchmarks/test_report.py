@@ -1,0 +1,81 @@
+"""The renderer: a results file → its Markdown section, targets judged from targets.json."""
+import json
+
+from benchmarks.formulas import model_flops_per_step
+from benchmarks.report import TARGETS, render, results_section, write_section
+
+SHAPES = {"layers": 2, "embed": 32, "ffn": 64, "vocab": 54, "seq_len": 16, "tokens": 32}
+
+
+def _variant(label, seconds, peak):
+    return {"label": label, "arch": "a", "flags": [], "params": 2_000_000, "peak_bytes": peak,
+            "seconds_per_step": [{"wall": 2 * s, "cpu": s} for s in seconds]}  # fmt: skip
+
+
+def results() -> dict:
+    """Medians (cpu clock): fairseq_scale_flags 1.0 s, preln 1.0 s, normformer 1.01 s (+1%, the 9.0 an
+    outlier the median drops); peak memory +5%; the 2·64³-FLOP matmul at best 1e-3 s."""
+    return {
+        "device": "cpu", "date": "2026-01-01 00:00 UTC", "command": "python -m benchmarks measure",
+        "machine": "test machine", "load_average": [7.5, 8.0, 8.5], "versions": {"torch": "2.13"},
+        "setup": {"archs": {"ours": "normformer_lm"}, "shape_flags": ["--decoder-layers", "2"], "seq_len": 16,
+                  "batch": 2, "dtype": "float32", "steps_per_timing": 1},
+        "variants": {
+            "fairseq_transformer_lm": _variant("fairseq's", [1.0, 1.0, 1.0], 100 * 2**20),
+            "fairseq_scale_flags": _variant("fairseq's --scale-*", [1.0, 1.0, 1.0], 100 * 2**20),
+            "preln": _variant("our Pre-LN", [1.0, 1.0, 1.0], 100 * 2**20),
+            "normformer": _variant("our NormFormer", [1.01, 9.0, 1.0], 105 * 2**20),
+        },
+        "shapes": SHAPES,
+        "matmul_peak": {"size": 64, "dtype": "float32", "seconds": [{"wall": 4e-3, "cpu": 2e-3},
+                                                                   {"wall": 2e-3, "cpu": 1e-3}]},
+    }  # fmt: skip
+
+
+def _rows(section: str, start: str) -> list:
+    return [line for line in section.splitlines() if line.startswith(start)]
+
+
+def test_targets_met_and_missed():
+    targets = json.loads(TARGETS.read_text())["cpu"]
+    section = results_section(results(), targets, "r.json")
+    speed, time, memory = (_rows(section, f"| {t['text']} |")[0] for t in targets)
+    assert speed.endswith("| ≥ 1.15 | 0.990× (-1.0%) | **missed** |")  # 1.0 s / 1.01 s
+    assert time.endswith("| ≤ 1.02 | 1.010× (+1.0%) | met |")
+    assert memory.endswith("| ≤ 1.03 | 1.050× (+5.0%) | **missed** |")
+
+
+def test_model_rows_speed_and_share_of_matmul_peak():
+    section = results_section(results(), [], "r.json")
+    peak_cpu, peak_wall = 2 * 64**3 / 1e-3, 2 * 64**3 / 2e-3  # best of the repeats, each clock
+    flops = model_flops_per_step(SHAPES)
+    share_cpu, share_wall = flops / 1.01 / peak_cpu, flops / 2.02 / peak_wall
+    row = _rows(section, "| `normformer` |")[0]
+    assert row == (f"| `normformer` | our NormFormer | 2.0 | 16 | 32 | {100 * share_wall:.0f}% | "
+                   f"{100 * share_cpu:.0f}% | 105 |")  # fmt: skip
+    assert _rows(section, "| `normformer_triton` |")[0].count("not run") == 4
+    assert f"{flops / 1e9:,.1f} GFLOP" in section
+    assert "load average (1, 5, 15 min) at the end of the run: 7.5, 8.0, 8.5" in section
+
+
+def test_render_keeps_the_prose_and_marks_a_device_without_results(tmp_path):
+    (tmp_path / "cpu.json").write_text(json.dumps(results()))
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text("# Benchmarks\n\nprose before\n\n<!-- begin benchmarks cpu -->\nold\n<!-- end benchmarks cpu -->\n"
+                   "\nprose after\n")  # fmt: skip
+    render(tmp_path, doc, tmp_path)
+    text = doc.read_text()
+    assert "prose before" in text and "prose after" in text and "\nold\n" not in text
+    assert "rendered from `cpu.json`" in text
+    cuda = text.split("<!-- begin benchmarks cuda -->")[1]
+    assert cuda.startswith("\n### CUDA: not run (no `cuda.json`)")
+    assert "| Triton LayerNorm at least as fast as torch's | ≥ 1.0 | not run |  |" in cuda
+
+
+def test_write_section_replaces_only_its_own_block(tmp_path):
+    doc = tmp_path / "d.md"
+    write_section(doc, "x", "one\n")
+    write_section(doc, "y", "two\n")
+    write_section(doc, "x", "three\n")
+    assert doc.read_text() == ("# Benchmarks\n\n<!-- begin x -->\nthree\n<!-- end x -->\n\n"
+                               "<!-- begin y -->\ntwo\n<!-- end y -->\n")  # fmt: skip
