@@ -13,7 +13,7 @@ from fairseq_cli import eval_lm
 from fairseq_normformer.analysis.training_log import read_eval_lm_speed
 
 from .measure import rotations
-from .variants import Setup, Variant
+from .variants import Setup, Variant, layer_operations
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = REPO_ROOT / "fairseq_normformer"
@@ -79,4 +79,4 @@ def eval_lm_throughput(variants: list, setup: Setup, data_dir: Path, workdir: Pa
 def _lost_scale_flags(checkpoint: Path) -> bool:
     """True when fairseq-train's checkpoint has no NormFormer parameters (its --scale-* flags were lost)."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    return not any(".attn_ln." in name for name in state["model"])
+    return not any(layer_operations(state["model"], fairseq=True).values())

@@ -7,6 +7,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_normformer  # noqa: F401  (registers our --arch names)
+from fairseq_normformer.modules.operations import OPERATIONS, operations_in
 
 NORMFORMER_FLAGS = ("--scale-attn", "--scale-fc", "--scale-heads")
 PRE_LN = ("--decoder-normalize-before",)  # fairseq's transformer_lm is Post-LN by default (its GPT-3 presets set it)
@@ -94,7 +95,15 @@ def build_model(variant: Variant, setup: Setup, data_dir: Path):
 
 
 def check_operations(variant: Variant, model):
-    """Fail loudly if the NormFormer flags did not reach the layers (the Post-Attn LN's parameters)."""
-    has_attn_ln = any(".attn_ln." in name for name, _ in model.named_parameters())
-    if has_attn_ln != ("--scale-attn" in variant.flags):
-        raise RuntimeError(f"{variant.name}: built {'with' if has_attn_ln else 'without'} Post-Attn LN")
+    """Fail loudly unless layer 0 has exactly the operations the variant's flags ask for (read
+    through the operations table, in fairseq's parameter names for fairseq's own model)."""
+    built = {field for field, on in layer_operations(model.state_dict(), variant.family == "fairseq").items() if on}
+    asked = {op.field for op in OPERATIONS if op.flag in variant.flags}
+    if built != asked:
+        raise RuntimeError(f"{variant.name}: the flags ask for {sorted(asked)} but the layers have {sorted(built)}")
+
+
+def layer_operations(state_dict, fairseq: bool) -> dict:
+    """{switch: present} of the first transformer layer of a model's state dict."""
+    prefix = "decoder.layers.0."
+    return operations_in([k[len(prefix) :] for k in state_dict if k.startswith(prefix)], fairseq=fairseq)

@@ -11,7 +11,7 @@ import re
 from fairseq import checkpoint_utils
 from omegaconf import OmegaConf
 
-from ..modules.operations import OPERATIONS, fairseq_renames
+from ..modules.operations import OPERATIONS, fairseq_renames, operations_in
 
 logger = logging.getLogger(__name__)
 
@@ -27,11 +27,7 @@ def detect_operations(state_dict) -> dict:
     first_layer = {k[len("decoder.layers.0.") :] for k in state_dict if k.startswith("decoder.layers.0.")}
     if not first_layer:
         raise ValueError("not a fairseq transformer_lm state dict: no 'decoder.layers.0.*' parameters")
-    return {
-        op.field: all(name in first_layer for name in op.fairseq_params)
-        for op in OPERATIONS
-        if op.fairseq_params is not None
-    }
+    return operations_in(first_layer, fairseq=True)
 
 
 def convert_state_dict(state_dict) -> dict:

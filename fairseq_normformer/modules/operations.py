@@ -119,6 +119,14 @@ def layer_modules() -> Tuple[str, ...]:
     return tuple(order)
 
 
+def operations_in(layer_params, fairseq: bool = False) -> dict:
+    """{field: whether one layer's parameter names (inside the layer, e.g. ``attn_ln.weight``) hold
+    the operation}; with ``fairseq``, fairseq's names, and only the rows fairseq's layer has."""
+    names = set(layer_params)
+    rows = [op for op in OPERATIONS if not fairseq or op.fairseq_params is not None]
+    return {op.field: set(op.fairseq_params if fairseq else op.params) <= names for op in rows}
+
+
 def fairseq_renames() -> dict:
     """fairseq's parameter name -> ours, where they differ (fairseq calls HeadScale's γ ``c_attn``)."""
     return {
