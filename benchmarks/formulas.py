@@ -32,8 +32,10 @@ def model_flops_per_step(shapes: dict) -> int:
 
 
 def added_activation_bytes(shapes: dict, bytes_per_value: int) -> int:
-    """Activations NormFormer keeps for backward beyond Pre-LN, per layer: the FFN LN's output (FC2's
-    input; the GELU output it normalises is kept either way) and the Post-Attn LN's input (the attention
-    output, which Pre-LN does not keep); LN statistics and HeadScale (folded into W^O) are negligible."""
-    per_layer = shapes["tokens"] * (shapes["ffn"] + shapes["embed"]) * bytes_per_value
+    """Tensors NormFormer keeps for backward beyond Pre-LN, per layer: the Post-Attn LN's input (the
+    attention output, which Pre-LN does not keep) and HeadScale's W^O with γ folded in (d × d). The FFN LN
+    adds none: its activation→LN function (modules/activation_layer_norm.py) keeps only FC1's output,
+    which Pre-LN's activation keeps too, and FC2 keeps the LN output in place of the activation output.
+    LN statistics (two floats a row) are left out."""
+    per_layer = (shapes["tokens"] * shapes["embed"] + shapes["embed"] ** 2) * bytes_per_value
     return shapes["layers"] * per_layer

@@ -154,7 +154,7 @@ def explanation(s: Summary) -> list:
         f"- Share of op time in matrix multiplies ({', '.join(MATMUL_OPS)}), the same work in every model: "
         f"{matmul_shares}.",
         f"- Activations `normformer` keeps for backward beyond `preln`, by formula (`added_activation_bytes`: the "
-        f"FFN LN's output and the Post-Attn LN's input, × {s.results['shapes']['layers']} layers): "
+        f"Post-Attn LN's input and HeadScale's folded W^O, × {s.results['shapes']['layers']} layers): "
         f"{extra / MiB:.0f} MiB = {100 * extra / peak['preln']:.1f}% of `preln`'s peak; measured difference: "
         f"{(peak['normformer'] - peak['preln']) / MiB:+.0f} MiB.",
     ]
