@@ -1,1 +1,2 @@
-"""Experiment runners that drive fairseq's CLIs: the LR stability sweep (Table 3)."""
+"""Running experiments through fairseq's CLIs: the run-directory convention (run_dir.py: done
+marker, commands log, DRY_RUN), atomic directories (atomic.py) and the LR stability sweep (Table 3)."""
