@@ -6,6 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements/*.txt setup.py scripts/install.sh | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# Test processes: one per core; a file's tests stay in one process (module fixtures are built once).
+PYTEST_WORKERS ?= 2
 
 .PHONY: install demo test bench clean-demo
 
@@ -20,7 +22,7 @@ demo: $(STAMP)
 	$(PY) -m fairseq_normformer.cli.demo --workdir work/demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q tests $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks measure

@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from fairseq_normformer.corpus.stdlib import build_corpus
 
@@ -12,6 +13,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = REPO_ROOT / "fairseq_normformer"  # for --user-dir
 TINY_MAX_CHARS = 200_000
 TINY_VOCAB_SIZE = 1000
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs one pytest process per core (pytest-xdist): each, and every CLI it starts,
+    # uses one thread, so the processes do not oversubscribe the cores.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    torch.set_num_threads(1)
 
 
 def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None) -> subprocess.CompletedProcess:
