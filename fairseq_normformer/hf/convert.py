@@ -31,7 +31,7 @@ def stack_of(model):
         return model.encoder.sentence_encoder, "encoder.sentence_encoder.", NormFormerForMaskedLM
     raise ValueError(
         f"cannot export {type(model).__name__}: only normformer_lm, normformer_roberta and normformer_bert "
-        "(translation models are not exported yet)"
+        "(normformer-convert-fairseq-lm converts fairseq's transformer_lm; translation models are not exported yet)"
     )
 
 
@@ -45,7 +45,7 @@ def check_convertible(model) -> None:
         problems.append("--adaptive-softmax-cutoff")
     if getattr(stack, "project_in_dim", None) is not None or getattr(stack, "project_out_dim", None) is not None:
         problems.append("--decoder-input-dim/--decoder-output-dim different from --decoder-embed-dim")
-    if stack.layer_cfg.activation_fn not in ACTIVATIONS:
+    if str(stack.layer_cfg.activation_fn) not in ACTIVATIONS:
         problems.append(f"--activation-fn {stack.layer_cfg.activation_fn}")
     if problems:
         raise ValueError(f"the HuggingFace export does not implement: {', '.join(problems)}")
@@ -69,10 +69,10 @@ def normformer_config(model, dictionary) -> NormFormerConfig:
         num_hidden_layers=len(stack.layers),
         num_attention_heads=cfg.attention_heads,
         intermediate_size=cfg.ffn_embed_dim,
-        hidden_act=cfg.activation_fn,
+        hidden_act=str(cfg.activation_fn),
         causal=causal,
         normalize_before=cfg.normalize_before,
-        head_scale_position=cfg.head_scale_position,
+        head_scale_position=str(cfg.head_scale_position),
         position_embedding_type=position_type,
         max_position_embeddings=max_positions,
         embed_scale=float(stack.embed_scale),
@@ -112,6 +112,8 @@ def to_normformer_hf_model(model, dictionary):
     missing, unexpected = hf_model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise RuntimeError(f"parameter mapping incomplete: missing {missing}, unexpected {unexpected}")
+    if head_class is NormFormerForCausalLM:
+        hf_model.generation_config.suppress_tokens = [dictionary.pad()]  # as fairseq's SequenceGenerator
     return hf_model.eval()
 
 
