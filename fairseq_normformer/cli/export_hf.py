@@ -9,8 +9,8 @@ RobertaForMaskedLM; for BERT pass ``token_type_ids`` = 1 after the first ``</s>`
 ``normformer_bert`` becomes the shipped NormFormer modeling code (fairseq_normformer/hf/, copied
 into the directory and named by ``auto_map``; load with ``trust_remote_code=True``); ``--native``
 refuses instead. Token ids are the fairseq dictionary's (``vocab.txt`` lists its symbols, one per
-id); with ``--spm-model`` the directory also holds a tokenizer (AutoTokenizer). Classification
-heads and BERT's pooler and NSP head are exported to the native classes only.
+id); with ``--spm-model`` the directory also holds a tokenizer (AutoTokenizer). BERT's pooler and
+NSP head are exported to the native classes only; classification heads are not exported.
 """
 import argparse
 import logging
