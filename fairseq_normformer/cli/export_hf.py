@@ -1,13 +1,16 @@
-"""normformer-export-hf: write a Post-LN ``normformer_bert`` or ``normformer_roberta`` checkpoint as a
-HuggingFace transformers ``save_pretrained`` directory (BertForPreTraining / RobertaForMaskedLM).
+"""normformer-export-hf: write a checkpoint as a HuggingFace transformers ``save_pretrained`` directory.
 
-    normformer-export-hf CHECKPOINT OUT_DIR [--data DATA_BIN]
+    normformer-export-hf CHECKPOINT OUT_DIR [--data DATA_BIN] [--spm-model SPM_MODEL] [--native]
 
-Only what transformers' BERT and RoBERTa can represent is exported: Post-LN layers with a
-LayerNorm on the embeddings, no NormFormer operation, learned positions, unscaled embeddings.
-Token ids are the fairseq dictionary's (``vocab.txt`` lists its symbols, one per id). For BERT,
-pass ``token_type_ids`` = 1 after the first ``</s>`` ([SEP]), as ``normformer_bert`` does itself.
-Classification heads are not exported.
+Post-LN ``normformer_bert`` / ``normformer_roberta`` without NormFormer operations (learned positions,
+unscaled embeddings, a LayerNorm on the embeddings) become transformers' own BertForPreTraining /
+RobertaForMaskedLM; for BERT pass ``token_type_ids`` = 1 after the first ``</s>`` ([SEP]), as
+``normformer_bert`` does itself. Every other ``normformer_lm`` / ``normformer_roberta`` /
+``normformer_bert`` becomes the shipped NormFormer modeling code (fairseq_normformer/hf/, copied
+into the directory and named by ``auto_map``; load with ``trust_remote_code=True``); ``--native``
+refuses instead. Token ids are the fairseq dictionary's (``vocab.txt`` lists its symbols, one per
+id); with ``--spm-model`` the directory also holds a tokenizer (AutoTokenizer). BERT's pooler and
+NSP head are exported to the native classes only; classification heads are not exported.
 """
 import argparse
 import logging
@@ -27,8 +30,8 @@ HF_ACTIVATIONS = {"gelu": "gelu", "gelu_accurate": "gelu_new", "relu": "relu", "
 LAYERNORM_EPS = 1e-5  # fairseq's and torch's LayerNorm default
 
 
-def check_exportable(model):
-    """Raise naming every setting transformers' BERT/RoBERTa cannot represent."""
+def native_problems(model) -> list:
+    """Every setting of an encoder that transformers' BERT/RoBERTa cannot represent."""
     args = model.args
     problems = sorted(op.flag for op in OPERATIONS if getattr(args, op.field, False))
     if not args.post_ln:
@@ -43,6 +46,12 @@ def check_exportable(model):
         problems.append(f"--pooler-activation-fn {args.pooler_activation_fn} (BERT's pooler is tanh)")
     if not isinstance(model, NormFormerBertModel) and args.activation_fn != "gelu":
         problems.append(f"--activation-fn {args.activation_fn} (RoBERTa's LM head is GELU)")
+    return problems
+
+
+def check_exportable(model):
+    """Raise naming every setting transformers' BERT/RoBERTa cannot represent."""
+    problems = native_problems(model)
     if problems:
         raise ValueError(
             "transformers' BERT and RoBERTa are Post-LN transformers without NormFormer operations; "
@@ -157,45 +166,81 @@ def hf_config(model, dictionary):
 def to_hf_model(model, dictionary):
     """The transformers model equivalent to ``model`` (a Post-LN normformer_bert or normformer_roberta)."""
     transformers = import_transformers()
+    if not isinstance(model, NormFormerRobertaModel):
+        raise ValueError(f"cannot export {type(model).__name__} natively: only normformer_bert and normformer_roberta")
     check_exportable(model)
     if isinstance(model, NormFormerBertModel):
         hf_model, state = transformers.BertForPreTraining(hf_config(model, dictionary)), bert_state_dict(model)
-    elif isinstance(model, NormFormerRobertaModel):
-        hf_model, state = transformers.RobertaForMaskedLM(hf_config(model, dictionary)), roberta_state_dict(model)
     else:
-        raise ValueError(f"cannot export {type(model).__name__}: only normformer_bert and normformer_roberta")
+        hf_model, state = transformers.RobertaForMaskedLM(hf_config(model, dictionary)), roberta_state_dict(model)
     missing, unexpected = hf_model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise RuntimeError(f"parameter mapping incomplete: missing {missing}, unexpected {unexpected}")
     return hf_model.eval()
 
 
-def export(checkpoint: Path, out_dir: Path, data: str = None) -> Path:
+def is_native(model) -> bool:
+    """Whether transformers' own BERT/RoBERTa classes represent ``model`` exactly."""
+    return isinstance(model, NormFormerRobertaModel) and not native_problems(model)
+
+
+def export(checkpoint: Path, out_dir: Path, data: str = None, spm_model: Path = None, native: bool = False) -> Path:
     """Write ``out_dir`` (which must not exist or be empty) atomically."""
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir} exists and is not empty; choose another directory")
+    if spm_model is not None and not Path(spm_model).is_file():
+        raise FileNotFoundError(f"--spm-model {spm_model}: no such file")
     overrides = {"data": data} if data else {}
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides=overrides)
-    hf_model = to_hf_model(models[0], task.source_dictionary)
+    model, dictionary = models[0], task.source_dictionary
+    shipped = not (native or is_native(model))
+    if shipped:
+        import_transformers()
+        from ..hf.convert import to_normformer_hf_model
+
+        hf_model = to_normformer_hf_model(model, dictionary)
+    else:
+        hf_model = to_hf_model(model, dictionary)
     with atomic_directory(out_dir) as tmp:
         hf_model.save_pretrained(tmp)
-        (tmp / "vocab.txt").write_text("".join(s + "\n" for s in task.source_dictionary.symbols), encoding="utf-8")
+        (tmp / "vocab.txt").write_text("".join(s + "\n" for s in dictionary.symbols), encoding="utf-8")
+        if shipped:
+            from ..hf.convert import copy_modeling_code
+
+            copy_modeling_code(tmp)
+        if spm_model is not None:
+            save_tokenizer(tmp, spm_model, causal=not isinstance(model, NormFormerRobertaModel))
     return out_dir
+
+
+def save_tokenizer(out_dir: Path, spm_model: Path, causal: bool) -> None:
+    """The SentencePiece model and vocab.txt as a NormFormerTokenizer that AutoTokenizer loads."""
+    from ..hf.tokenization_normformer import NormFormerTokenizer
+
+    NormFormerTokenizer.register_for_auto_class("AutoTokenizer")
+    tokenizer = NormFormerTokenizer(
+        spm_file=str(spm_model), vocab_file=str(out_dir / "vocab.txt"), bos_token="</s>" if causal else "<s>",
+        append_eos=not causal, mask_token="<mask>" if not causal else None,
+    )  # fmt: skip
+    tokenizer.save_pretrained(out_dir)
 
 
 def main(argv=None):
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", type=Path, help="checkpoint (.pt) of normformer_bert or normformer_roberta")
+    parser.add_argument("checkpoint", type=Path, help="checkpoint (.pt) of normformer_lm, normformer_roberta or normformer_bert")
     parser.add_argument("out_dir", type=Path, help="directory to write (must not exist or be empty)")
     parser.add_argument("--data", help="the data directory holding dict.txt, if it moved since training")
+    parser.add_argument("--spm-model", type=Path, help="the SentencePiece model of the corpus: also export a tokenizer")
+    parser.add_argument("--native", action="store_true",
+                        help="only transformers' own BertForPreTraining/RobertaForMaskedLM; refuse what they cannot represent")  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        out = export(args.checkpoint, args.out_dir, args.data)
+        out = export(args.checkpoint, args.out_dir, args.data, args.spm_model, args.native)
     except (ValueError, FileExistsError, FileNotFoundError) as e:
         sys.exit(f"normformer-export-hf: error: {e}")
-    logger.info(f"wrote {out} (load it with transformers' from_pretrained)")
+    logger.info(f"wrote {out} (load it with transformers' from_pretrained, trust_remote_code=True)")
 
 
 if __name__ == "__main__":

@@ -154,8 +154,8 @@ def test_export_hf_writes_a_directory_transformers_loads(swap_run, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == before
 
 
-def test_export_hf_names_what_transformers_cannot_represent(tiny_recipe, tmp_path):
+def test_export_hf_native_names_what_transformers_cannot_represent(tiny_recipe, tmp_path):
     work, _ = tiny_recipe
     with pytest.raises(SystemExit, match="--scale-attn, --scale-fc, --scale-heads.*--encoder-normalize-before"):
-        export_hf.main([str(work / "normformer_bert_base" / "checkpoint_last.pt"), str(tmp_path / "hf")])
+        export_hf.main([str(work / "normformer_bert_base" / "checkpoint_last.pt"), str(tmp_path / "hf"), "--native"])
     assert not (tmp_path / "hf").exists()

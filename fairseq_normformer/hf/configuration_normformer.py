@@ -1,0 +1,43 @@
+"""NormFormerConfig: the settings of a NormFormer / Pre-LN / Post-LN transformer exported from
+fairseq-normformer. Standalone (torch + transformers only): shipped in every export directory."""
+from transformers import PretrainedConfig
+
+# name -> default; each is an attribute of the config
+SETTINGS = dict(
+    vocab_size=1000,
+    hidden_size=768,
+    num_hidden_layers=12,
+    num_attention_heads=12,
+    intermediate_size=3072,
+    hidden_act="gelu",  # fairseq's activation names (relu, gelu, gelu_accurate, relu_squared, ...)
+    causal=True,  # causal LM (decoder) or masked LM (encoder)
+    normalize_before=True,  # Pre-LN; False: Post-LN
+    scale_qkv=False,  # Table 5 "+3 More LN": LayerNorm on q, k, v
+    scale_heads=False,  # HeadScale, Eq. 3
+    head_scale_position="paper",  # "paper": before W^O; "after_wo": fairseq's variant
+    scale_attn=False,  # Post-Attn LN (Fig. 1)
+    scale_fc=False,  # FFN LN (Fig. 1)
+    scale_resids=False,  # ResScale λ_resid (§2)
+    position_embedding_type="sinusoidal",  # "sinusoidal", "learned" or "none"
+    max_position_embeddings=1024,
+    embed_scale=1.0,  # fairseq multiplies token embeddings by sqrt(d) unless --no-scale-embedding
+    layernorm_embedding=False,
+    final_layer_norm=True,  # fairseq's Pre-LN models end with a LayerNorm
+    type_vocab_size=0,  # 2 for BERT's sentence A/B embeddings
+    layer_norm_eps=1e-5,
+)
+
+
+class NormFormerConfig(PretrainedConfig):
+    model_type = "normformer"
+
+    def __init__(self, pad_token_id=1, bos_token_id=2, eos_token_id=2, tie_word_embeddings=True, **kwargs):
+        for name, default in SETTINGS.items():
+            setattr(self, name, kwargs.pop(name, default))
+        super().__init__(
+            pad_token_id=pad_token_id,
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            tie_word_embeddings=tie_word_embeddings,
+            **kwargs,
+        )

@@ -1,0 +1,272 @@
+"""NormFormer (Shleifer, Weston, Ott 2021) and its Pre-LN / Post-LN baselines for HuggingFace
+transformers, as exported by fairseq-normformer (``normformer-export-hf``).
+
+Standalone (torch + transformers only): shipped in every export directory and loaded with
+``trust_remote_code=True``. It computes what fairseq's ``normformer_lm``, ``normformer_roberta`` and
+``normformer_bert`` compute, with fairseq's parameter names and fairseq's position numbering
+(positions start at ``pad_token_id + 1`` and skip padding).
+"""
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicCache
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast, MaskedLMOutput
+
+from .configuration_normformer import NormFormerConfig
+
+
+def _gelu_accurate(x: Tensor) -> Tensor:  # fairseq's gelu_accurate (the tanh approximation)
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * torch.pow(x, 3))))
+
+
+# fairseq.utils.get_activation_fn, by name
+ACTIVATIONS = {
+    "relu": F.relu,
+    "relu_squared": lambda x: F.relu(x).pow(2),
+    "gelu": lambda x: F.gelu(x.float()).type_as(x),
+    "gelu_accurate": _gelu_accurate,
+    "gelu_fast": _gelu_accurate,
+    "tanh": torch.tanh,
+    "linear": lambda x: x,
+}
+
+
+def make_positions(is_token: Tensor, padding_idx: int) -> Tensor:
+    """fairseq's utils.make_positions: padding_idx + 1, + 2, ... over each row's tokens; padding_idx at pads."""
+    is_token = is_token.long()
+    return torch.cumsum(is_token, dim=1) * is_token + padding_idx
+
+
+def sinusoidal_table(num_embeddings: int, dim: int, padding_idx: int) -> Tensor:
+    """fairseq's SinusoidalPositionalEmbedding.get_embedding (tensor2tensor's layout: sin | cos)."""
+    half_dim = dim // 2
+    freq = torch.exp(torch.arange(half_dim, dtype=torch.float) * -(math.log(10000) / (half_dim - 1)))
+    angles = torch.arange(num_embeddings, dtype=torch.float).unsqueeze(1) * freq.unsqueeze(0)
+    table = torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+    if dim % 2 == 1:
+        table = torch.cat([table, torch.zeros(num_embeddings, 1)], dim=1)
+    table[padding_idx, :] = 0
+    return table
+
+
+def segment_ids(input_ids: Tensor, sep: int) -> Tensor:
+    """BERT's sentence A/B from the tokens, as normformer_bert: 1 after the first [SEP] (``</s>``)."""
+    is_sep = input_ids.eq(sep).long()
+    return (is_sep.cumsum(dim=1) - is_sep).gt(0).long()
+
+
+def attention_mask_4d(key_mask: Tensor, tgt_len: int, causal: bool) -> Tensor:
+    """(B, S) True at real keys -> (B, 1, T, S) True where the last T queries may attend. A query
+    whose keys are all padding attends to itself, as fairseq-normformer's attention (no NaN)."""
+    src_len = key_mask.size(1)
+    allowed = key_mask.bool()[:, None, None, :]
+    if causal:
+        allowed = allowed & torch.ones(tgt_len, src_len, dtype=torch.bool, device=key_mask.device).tril(src_len - tgt_len)
+    return allowed | torch.eye(src_len, dtype=torch.bool, device=key_mask.device)[src_len - tgt_len :]
+
+
+def layer_norm(config: NormFormerConfig, dim: int) -> nn.LayerNorm:
+    return nn.LayerNorm(dim, eps=config.layer_norm_eps)
+
+
+class NormFormerAttention(nn.Module):
+    def __init__(self, config: NormFormerConfig, layer_idx: int):
+        super().__init__()
+        d = config.hidden_size
+        self.layer_idx = layer_idx
+        self.num_heads, self.head_dim = config.num_attention_heads, d // config.num_attention_heads
+        self.q_proj, self.k_proj, self.v_proj = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.out_proj = nn.Linear(d, d)
+        # Table 5, "+3 More LN": LayerNorm on the projected queries, keys and values.
+        self.q_ln, self.k_ln, self.v_ln = [layer_norm(config, d) if config.scale_qkv else nn.Identity() for _ in "qkv"]
+        # HeadScale, Eq. 3: MultiHead(Q, K, V) = Concat(γ_1 h_1, ..., γ_n h_n) W^O.
+        self.head_scale = nn.Parameter(torch.ones(self.num_heads)) if config.scale_heads else None
+        self.head_scale_position = config.head_scale_position
+
+    def forward(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
+        bsz, tgt_len, d = x.shape  # x: (B, T, C)
+        q, k, v = (self._heads(ln(proj(x))) for proj, ln in
+                   ((self.q_proj, self.q_ln), (self.k_proj, self.k_ln), (self.v_proj, self.v_ln)))  # fmt: skip
+        if cache is not None:
+            k, v = cache.update(k, v, self.layer_idx)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, Dh)
+        y = y.transpose(1, 2).reshape(bsz, tgt_len, d)
+        if self.head_scale is None:
+            return self.out_proj(y)
+        if self.head_scale_position == "paper":  # γ_i on head i's output, before W^O
+            return self.out_proj(y * self.head_scale.repeat_interleave(self.head_dim))
+        out = self.out_proj(y)  # "after_wo", fairseq's variant: γ_i on the i-th chunk of W^O's output
+        return (out.unflatten(-1, (self.num_heads, self.head_dim)) * self.head_scale[:, None]).flatten(-2)
+
+    def _heads(self, x: Tensor) -> Tensor:  # (B, T, C) -> (B, H, T, Dh)
+        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
+
+
+class NormFormerLayer(nn.Module):
+    """Pre-LN: x + f(LN(x)); Post-LN: LN(x + f(x)); plus the NormFormer operations (Fig. 1)."""
+
+    def __init__(self, config: NormFormerConfig, layer_idx: int):
+        super().__init__()
+        d, f = config.hidden_size, config.intermediate_size
+        self.normalize_before = config.normalize_before
+        self.self_attn = NormFormerAttention(config, layer_idx)
+        self.self_attn_layer_norm = layer_norm(config, d)
+        self.attn_ln = layer_norm(config, d) if config.scale_attn else nn.Identity()  # Post-Attn LN
+        self.fc1, self.fc2 = nn.Linear(d, f), nn.Linear(f, d)
+        self.activation_fn = ACTIVATIONS[config.hidden_act]
+        self.ffn_layernorm = layer_norm(config, f) if config.scale_fc else nn.Identity()  # FFN LN
+        self.w_resid = nn.Parameter(torch.ones(d)) if config.scale_resids else None  # ResScale λ_resid
+        self.final_layer_norm = layer_norm(config, d)
+
+    def forward(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
+        x = self._sublayer(x, self.self_attn_layer_norm, lambda h: self.attn_ln(self.self_attn(h, mask, cache)))
+        return self._sublayer(x, self.final_layer_norm, self._feed_forward, self.w_resid)
+
+    def _feed_forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.ffn_layernorm(self.activation_fn(self.fc1(x))))
+
+    def _sublayer(self, x, norm, fn, residual_scale=None):
+        residual = x if residual_scale is None else residual_scale * x
+        x = residual + fn(norm(x) if self.normalize_before else x)
+        return x if self.normalize_before else norm(x)
+
+
+class NormFormerPreTrainedModel(PreTrainedModel):
+    config_class = NormFormerConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["NormFormerLayer"]
+
+    def _init_weights(self, module):
+        """For models built from a config alone; exported weights replace all of this."""
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+        if isinstance(module, nn.LayerNorm):
+            nn.init.ones_(module.weight)
+            nn.init.zeros_(module.bias)
+
+
+class NormFormerModel(NormFormerPreTrainedModel):
+    """Embeddings, layers and the final LayerNorm: hidden states (B, T, C)."""
+
+    def __init__(self, config: NormFormerConfig):
+        super().__init__(config)
+        d, pad = config.hidden_size, config.pad_token_id
+        self.embed_tokens = nn.Embedding(config.vocab_size, d, padding_idx=pad)
+        self.embed_segments = nn.Embedding(config.type_vocab_size, d) if config.type_vocab_size else None
+        learned = config.position_embedding_type == "learned"
+        self.embed_positions = nn.Embedding(config.max_position_embeddings + pad + 1, d, padding_idx=pad) if learned else None
+        self.layernorm_embedding = layer_norm(config, d) if config.layernorm_embedding else None
+        self.layers = nn.ModuleList(NormFormerLayer(config, i) for i in range(config.num_hidden_layers))
+        self.layer_norm = layer_norm(config, d) if config.final_layer_norm else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, past_key_values=None, **kwargs):
+        """attention_mask (B, past + T), 1 at tokens; without one, padding is where input_ids is pad."""
+        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if attention_mask is None:
+            attention_mask = F.pad(input_ids.ne(self.config.pad_token_id), (past, 0), value=True)
+        key_mask = attention_mask.bool()
+        x = self._embed(input_ids, token_type_ids, key_mask)
+        mask = attention_mask_4d(key_mask, input_ids.size(1), self.config.causal)
+        for layer in self.layers:
+            x = layer(x, mask, past_key_values)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        return BaseModelOutputWithPast(last_hidden_state=x, past_key_values=past_key_values)
+
+    def _embed(self, input_ids: Tensor, token_type_ids: Optional[Tensor], key_mask: Tensor) -> Tensor:
+        x = self.embed_tokens(input_ids)
+        if self.embed_segments is not None:
+            types = token_type_ids if token_type_ids is not None else segment_ids(input_ids, self.config.eos_token_id)
+            x = x + self.embed_segments(types)
+        x = self.config.embed_scale * x
+        if self.config.position_embedding_type != "none":
+            positions = make_positions(key_mask, self.config.pad_token_id)[:, -input_ids.size(1) :]
+            x = x + self._position_embeddings(positions)
+        if self.layernorm_embedding is not None:
+            x = self.layernorm_embedding(x)
+        if not self.config.causal:  # fairseq's encoder zeroes the embeddings of padding
+            x = x * key_mask[:, -input_ids.size(1) :, None].to(x.dtype)
+        return x
+
+    def _position_embeddings(self, positions: Tensor) -> Tensor:
+        if self.embed_positions is not None:
+            return self.embed_positions(positions)
+        table = sinusoidal_table(int(positions.max()) + 1, self.config.hidden_size, self.config.pad_token_id)
+        return table.to(self.embed_tokens.weight)[positions]
+
+
+class NormFormerForCausalLM(NormFormerPreTrainedModel, GenerationMixin):
+    _tied_weights_keys = {"lm_head.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: NormFormerConfig):
+        super().__init__(config)
+        self.model = NormFormerModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head
+
+    def set_output_embeddings(self, value):
+        self.lm_head = value
+
+    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None, labels=None, **kwargs):
+        if use_cache and past_key_values is None:
+            past_key_values = DynamicCache()
+        hidden = self.model(input_ids, attention_mask, past_key_values=past_key_values).last_hidden_state
+        logits = self.lm_head(hidden)  # (B, T, V)
+        loss = None
+        if labels is not None:  # labels are input_ids (-100 to ignore); position t predicts t + 1
+            loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=past_key_values if use_cache else None)
+
+
+class NormFormerLMHead(nn.Module):
+    """fairseq's RobertaLMHead: dense, activation, LayerNorm, then the (tied) output projection."""
+
+    def __init__(self, config: NormFormerConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation_fn = ACTIVATIONS[config.hidden_act]
+        self.layer_norm = layer_norm(config, config.hidden_size)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.decoder(self.layer_norm(self.activation_fn(self.dense(x))))
+
+
+class NormFormerForMaskedLM(NormFormerPreTrainedModel):
+    _tied_weights_keys = {"lm_head.decoder.weight": "model.embed_tokens.weight"}
+
+    def __init__(self, config: NormFormerConfig):
+        super().__init__(config)
+        self.model = NormFormerModel(config)
+        self.lm_head = NormFormerLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, value):
+        self.lm_head.decoder = value
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, labels=None, **kwargs):
+        hidden = self.model(input_ids, attention_mask, token_type_ids).last_hidden_state
+        logits = self.lm_head(hidden)  # (B, T, V)
+        loss = None
+        if labels is not None:  # -100 where nothing is predicted
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        return MaskedLMOutput(loss=loss, logits=logits)

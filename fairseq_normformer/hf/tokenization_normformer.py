@@ -1,0 +1,71 @@
+"""NormFormerTokenizer: SentencePiece pieces looked up in a fairseq dictionary, as fairseq-normformer's
+corpora are encoded, so token ids are the checkpoint's. Standalone (sentencepiece + transformers):
+shipped in every export directory.
+
+``vocab.txt`` lists the dictionary's symbols in id order (``<s> <pad> </s> <unk>`` first, as fairseq).
+Causal LMs start a text with ``</s>`` (their bos_token: fairseq's LM data ends each line with it);
+encoders write ``<s> A </s>`` and ``<s> A </s> B </s>`` (BERT's [CLS] A [SEP] B [SEP]).
+"""
+import shutil
+from pathlib import Path
+
+import sentencepiece as spm
+from transformers import PreTrainedTokenizer
+
+
+class NormFormerTokenizer(PreTrainedTokenizer):
+    vocab_files_names = {"spm_file": "spm.model", "vocab_file": "vocab.txt"}
+    model_input_names = ["input_ids", "attention_mask"]
+
+    def __init__(self, spm_file, vocab_file, bos_token="</s>", eos_token="</s>", unk_token="<unk>",
+                 pad_token="<pad>", append_eos=False, **kwargs):  # fmt: skip
+        self.sp = spm.SentencePieceProcessor(model_file=str(spm_file))
+        self.spm_file, self.vocab_file = spm_file, vocab_file
+        self.symbols = Path(vocab_file).read_text(encoding="utf-8").split("\n")[:-1]
+        self.ids = {}
+        for i, symbol in enumerate(self.symbols):
+            self.ids.setdefault(symbol, i)  # fairseq's Dictionary.index: the first id of a symbol
+        self.append_eos = append_eos  # encoders: True
+        super().__init__(bos_token=bos_token, eos_token=eos_token, unk_token=unk_token, pad_token=pad_token,
+                         append_eos=append_eos, **kwargs)  # fmt: skip
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.symbols)
+
+    def get_vocab(self) -> dict:
+        return dict(self.ids)
+
+    def _tokenize(self, text, **kwargs):
+        return self.sp.encode(text, out_type=str)
+
+    def _convert_token_to_id(self, token):
+        return self.ids.get(token, self.ids[str(self.unk_token)])
+
+    def _convert_id_to_token(self, index):
+        return self.symbols[index]
+
+    def convert_tokens_to_string(self, tokens):
+        return self.sp.decode_pieces(list(tokens))
+
+    def build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
+        end = [self.eos_token_id] if self.append_eos else []
+        ids = [self.bos_token_id] + token_ids_0 + end
+        return ids if token_ids_1 is None else ids + token_ids_1 + end
+
+    def get_special_tokens_mask(self, token_ids_0, token_ids_1=None, already_has_special_tokens=False):
+        if already_has_special_tokens:
+            return super().get_special_tokens_mask(token_ids_0, token_ids_1, already_has_special_tokens=True)
+        end = [1] if self.append_eos else []
+        mask = [1] + [0] * len(token_ids_0) + end
+        return mask if token_ids_1 is None else mask + [0] * len(token_ids_1) + end
+
+    def save_vocabulary(self, save_directory, filename_prefix=None):
+        prefix = f"{filename_prefix}-" if filename_prefix else ""
+        out = []
+        for source, name in ((self.spm_file, "spm.model"), (self.vocab_file, "vocab.txt")):
+            target = Path(save_directory) / f"{prefix}{name}"
+            if Path(source).resolve() != target.resolve():
+                shutil.copyfile(source, target)
+            out.append(str(target))
+        return tuple(out)

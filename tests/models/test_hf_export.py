@@ -1,0 +1,148 @@
+"""The shipped HuggingFace modeling code (fairseq_normformer/hf/), saved and loaded back through
+transformers' Auto classes with trust_remote_code, against the fairseq models it was exported from:
+logits on padded batches, greedy generation against fairseq's SequenceGenerator, KV-cache decoding
+against the full forward pass."""
+import pytest
+import torch
+from fairseq.sequence_generator import SequenceGenerator
+from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
+
+from fairseq_normformer.hf.convert import copy_modeling_code, to_normformer_hf_model
+
+from .encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask
+from .lm_builders import TINY, normformer_lm, randomized_normformer_lm, tiny_dictionary
+from .test_hf_oracle import pair_batch, perturbed
+
+ATOL = 1e-5
+ALL_OPERATIONS = ["--scale-qkv", "--scale-heads", "--scale-attn", "--scale-fc", "--scale-resids"]
+
+
+def exported(model, dictionary, out_dir, auto_class):
+    """Export ``model`` into ``out_dir`` and load it back with ``auto_class`` (trust_remote_code)."""
+    to_normformer_hf_model(model, dictionary).save_pretrained(out_dir)
+    copy_modeling_code(out_dir)
+    return auto_class.from_pretrained(out_dir, trust_remote_code=True).eval()
+
+
+def padded_lm_batch(dictionary, lengths, left=False, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.full((len(lengths), max(lengths)), dictionary.pad())
+    for row, n in enumerate(lengths):
+        words = torch.randint(dictionary.nspecial, len(dictionary), (n,), generator=g)
+        words[0] = dictionary.eos()  # an LM's text starts after </s>
+        if left:
+            tokens[row, -n:] = words
+        else:
+            tokens[row, :n] = words
+    return tokens
+
+
+LM_FAMILIES = {
+    "preln_sinusoidal": [],
+    "postln_learned": ["--post-ln", "--decoder-learned-pos"],
+    "normformer_all_operations": ALL_OPERATIONS,
+    "normformer_after_wo_learned_tied_scaled": ["--scale-heads", "--head-scale-position", "after_wo", "--scale-attn",
+                                                "--decoder-learned-pos", "--share-decoder-input-output-embed",
+                                                "--layernorm-embedding", "--activation-fn", "gelu"],  # fmt: skip
+}
+
+
+@pytest.mark.parametrize("family", list(LM_FAMILIES))
+@torch.no_grad()
+def test_causal_lm_logits_equal_fairseq_on_padded_batches(family, tmp_path):
+    d = tiny_dictionary()
+    model = randomized_normformer_lm(LM_FAMILIES[family])
+    hf = exported(model, d, tmp_path, AutoModelForCausalLM)
+    assert type(hf).__name__ == "NormFormerForCausalLM"
+    for left in (False, True):  # right padding (scoring) and left padding (batched prompts)
+        tokens = padded_lm_batch(d, [12, 7, 3], left=left)
+        real = tokens.ne(d.pad())
+        ours = model(tokens)[0]
+        theirs = hf(tokens, attention_mask=real.long()).logits
+        torch.testing.assert_close(theirs[real], ours[real], atol=ATOL, rtol=0)
+
+
+ENCODER_FAMILIES = {
+    "normformer_bert": ("normformer_bert_base", []),
+    "postln_bert_with_ffn_ln": ("postln_bert_base", ["--scale-fc"]),
+    "normformer_roberta_all_operations": ("normformer_roberta_base", ALL_OPERATIONS),
+    "preln_roberta_untied": ("preln_roberta_base", ["--untie-weights-roberta"]),
+}
+
+
+@pytest.mark.parametrize("family", list(ENCODER_FAMILIES))
+@torch.no_grad()
+def test_encoder_logits_and_features_equal_fairseq_on_padded_batches(family, tmp_path):
+    arch, flags = ENCODER_FAMILIES[family]
+    d = dictionary_with_mask()
+    model = perturbed(build_encoder_model(arch, d, TINY_ENCODER + flags))
+    hf = exported(model, d, tmp_path, AutoModelForMaskedLM)
+    tokens, token_types, attention_mask = pair_batch(d, [(5, 7), (9, 3), (2, 2)])
+    real = attention_mask.bool()
+    ours, _ = model(tokens)
+    theirs = hf(tokens, attention_mask=attention_mask, token_type_ids=token_types if "bert" in arch else None).logits
+    torch.testing.assert_close(theirs[real], ours[real], atol=ATOL, rtol=0)
+
+    features, _ = model(tokens, features_only=True)
+    hidden = AutoModel.from_pretrained(tmp_path, trust_remote_code=True).eval()(tokens).last_hidden_state
+    torch.testing.assert_close(hidden[real], features[real], atol=ATOL, rtol=0)
+
+
+def fairseq_greedy(model, dictionary, prompt, max_new_tokens):
+    """fairseq's SequenceGenerator with beam 1, called as the language_modeling task's inference_step
+    calls it for fairseq-interactive: starts from </s>, the prompt forced as prefix tokens."""
+    generator = SequenceGenerator([model], dictionary, beam_size=1, max_len_b=len(prompt) + max_new_tokens)
+    src = torch.tensor([[dictionary.eos()] + prompt])
+    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([src.size(1)])}}
+    hypo = generator.generate([model], sample, prefix_tokens=src[:, 1:], bos_token=dictionary.eos())[0][0]
+    return hypo["tokens"][len(prompt) :].tolist()
+
+
+def hf_new_tokens(generated, prompt_len, eos):
+    new = generated[prompt_len:].tolist()
+    return new[: new.index(eos) + 1] if eos in new else new
+
+
+@torch.no_grad()
+def test_generate_greedy_equals_fairseq_sequence_generator_and_kv_cache_equals_full_forward(tmp_path):
+    d = tiny_dictionary()
+    torch.manual_seed(1)
+    model = normformer_lm(d, flags=TINY + ALL_OPERATIONS + ["--decoder-learned-pos"]).eval()
+    hf = exported(model, d, tmp_path, AutoModelForCausalLM)
+    prompts = [[7, 8, 9, 10, 11], [20, 21], [30, 31, 32, 33]]
+    new = 6
+    batch = padded_lm_batch(d, [len(p) + 1 for p in prompts], left=True)
+    for row, prompt in enumerate(prompts):
+        batch[row, -len(prompt) :] = torch.tensor(prompt)
+    mask = batch.ne(d.pad()).long()
+    cached = hf.generate(batch, attention_mask=mask, max_new_tokens=new, do_sample=False, use_cache=True)
+    uncached = hf.generate(batch, attention_mask=mask, max_new_tokens=new, do_sample=False, use_cache=False)
+    assert torch.equal(cached, uncached)
+    for row, prompt in enumerate(prompts):
+        ours = fairseq_greedy(model, d, prompt, new)
+        theirs = hf_new_tokens(cached[row], batch.size(1), d.eos())
+        assert theirs == ours[: len(theirs)] and (len(theirs) == new or theirs[-1] == d.eos()), (ours, theirs)
+
+    # one token at a time through the KV cache == the full forward pass, position by position
+    full = hf(cached, attention_mask=cached.ne(d.pad()).long()).logits
+    out = hf(cached[:, :4], attention_mask=cached[:, :4].ne(d.pad()).long(), use_cache=True)
+    steps, cache = [out.logits], out.past_key_values
+    for t in range(4, cached.size(1)):
+        out = hf(cached[:, t : t + 1], attention_mask=cached[:, : t + 1].ne(d.pad()).long(), past_key_values=cache,
+                 use_cache=True)  # fmt: skip
+        steps.append(out.logits)
+    real = cached.ne(d.pad())
+    torch.testing.assert_close(torch.cat(steps, dim=1)[real], full[real], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "flags, named",
+    [
+        (["--adaptive-input", "--adaptive-input-cutoff", "20,40"], "--adaptive-input"),
+        (["--adaptive-softmax-cutoff", "20,40"], "--adaptive-softmax-cutoff"),
+    ],
+)
+def test_export_refuses_adaptive_input_and_softmax_by_flag(flags, named):
+    d = tiny_dictionary()
+    with pytest.raises(ValueError, match=named):
+        to_normformer_hf_model(normformer_lm(d, flags=TINY + flags), d)
