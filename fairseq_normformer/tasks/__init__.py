@@ -1,1 +1,1 @@
-from . import analysis, mlm_nsp  # noqa: F401
+from . import analysis, extractive_qa, mlm_nsp  # noqa: F401
