@@ -17,7 +17,8 @@ import torch
 from fairseq import checkpoint_utils
 
 from ..criterions.extractive_qa import answer_logits, predict_answers
-from ..metrics import squad
+from ..criterions.token_classification import label_logits, predicted_tags
+from ..metrics import conll, squad
 
 
 def load(args):
@@ -54,6 +55,25 @@ def predict_qa(args):
     result = squad.evaluate(gold, predictions)
     print(f"{len(predictions)} predictions -> {args.out}")
     print(f"exact {result['exact']:.2f} | f1 {result['f1']:.2f} | total {result['total']}")
+
+
+@torch.no_grad()
+def predict_tags(args):
+    model, task = load(args)
+    dataset = task.load_file(args.input)
+    gold, predicted = [], []
+    with open(args.out, "w", encoding="utf-8") as out:
+        for sample in batches(dataset, args.batch_size):
+            tags = predicted_tags(sample["sentences"], label_logits(model, sample), task.labels)
+            for e, sentence_tags in zip(sample["sentences"], tags):
+                out.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(e.sentence.words, e.sentence.tags, sentence_tags)))
+                out.write("\n")
+                gold.append(e.sentence.tags)
+                predicted.append(sentence_tags)
+    result = conll.evaluate(gold, predicted)
+    print(f"{len(predicted)} sentences -> {args.out}")
+    print(f"precision {result['precision']:.2f} | recall {result['recall']:.2f} | f1 {result['f1']:.2f} | "
+          f"chunks {result['chunks']} | predicted {result['predicted']}")
 
 
 def get_parser():
