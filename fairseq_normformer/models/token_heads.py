@@ -1,6 +1,5 @@
 """Heads on every token's features, for the fine-tuning tasks beyond GLUE: extractive QA
-(start/end logits, BERT §4.2), token classification (a label per token, §5.3) and span
-classification (Jurafsky & Martin §11.5.2).
+(start/end logits, BERT §4.2) and token classification (a label per token, §5.3).
 
 A task registers its head in ``build_model`` (``model.register_token_head``), as fairseq's RoBERTa
 registers classification heads. Loading a checkpoint without that head (``--restore-file`` of a
@@ -10,8 +9,6 @@ checkpoints load both ways.
 """
 import logging
 
-import torch
-from fairseq import utils
 from torch import Tensor, nn
 
 logger = logging.getLogger(__name__)
@@ -53,39 +50,3 @@ class TokenClassificationHead(nn.Module):
 
     def forward(self, features: Tensor) -> Tensor:
         return self.out_proj(self.dropout(features))
-
-
-class SpanClassificationHead(nn.Module):
-    """J&M §11.5.2: span (i, j) is [FFN_start(z_i); FFN_end(z_j); mean of z_i..z_j], classified
-    into num_labels classes, class 0 being NULL (no entity)."""
-
-    def __init__(self, embed_dim: int, num_labels: int, dropout: float, activation_fn: str = "gelu"):
-        super().__init__()
-        self.start_ffn = nn.Sequential(nn.Linear(embed_dim, embed_dim), Activation(activation_fn))
-        self.end_ffn = nn.Sequential(nn.Linear(embed_dim, embed_dim), Activation(activation_fn))
-        self.dropout = nn.Dropout(dropout)
-        self.out_proj = nn.Linear(3 * embed_dim, num_labels)
-
-    def forward(self, features: Tensor, spans: Tensor) -> Tensor:
-        """features (B, T, C); spans (B, S, 2) first and last positions (inclusive) -> (B, S, labels)."""
-        first, last = spans[..., 0], spans[..., 1]  # (B, S)
-        zeros = features.new_zeros(features.size(0), 1, features.size(2))
-        sums = torch.cat([zeros, features.cumsum(dim=1)], dim=1)  # sums[:, t] = z_0 + ... + z_{t-1}
-        length = (last - first + 1).unsqueeze(-1).to(features.dtype)
-        pooled = (_gather(sums, last + 1) - _gather(sums, first)) / length  # mean of z_i..z_j
-        span = torch.cat([self.start_ffn(_gather(features, first)), self.end_ffn(_gather(features, last)), pooled], -1)
-        return self.out_proj(self.dropout(span))
-
-
-def _gather(x: Tensor, positions: Tensor) -> Tensor:
-    """x (B, T, C), positions (B, S) -> (B, S, C)."""
-    return x.gather(1, positions.unsqueeze(-1).expand(-1, -1, x.size(-1)))
-
-
-class Activation(nn.Module):
-    def __init__(self, name: str):
-        super().__init__()
-        self.fn = utils.get_activation_fn(name)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.fn(x)
