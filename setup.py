@@ -17,6 +17,7 @@ setup(
             "normformer-analyze=fairseq_normformer.cli.analyze:main",
             "normformer-zero-shot=fairseq_normformer.cli.zero_shot:main",
             "normformer-paper-settings=fairseq_normformer.paper:main",
+            "normformer-predict=fairseq_normformer.cli.predict:main",
         ]
     },
 )

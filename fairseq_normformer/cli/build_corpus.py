@@ -8,14 +8,17 @@ see docs/data.md. A complete corpus with the same settings in DIR is reused.
 import argparse
 from pathlib import Path
 
+from ..corpus.finetune_tasks import FORMATS as TASK_FORMATS
+from ..corpus.finetune_tasks import build_finetune_data
 from ..corpus.stdlib import FORMATS, MARKER, SPLITS, build_corpus, read_manifest
 
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normformer-build-corpus", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output directory (absent, empty, or a corpus to reuse)")
-    parser.add_argument("--format", choices=FORMATS, default="lm",
-                        help="lm: a paragraph a line; bert: a sentence a line, an empty line between documents")
+    parser.add_argument("--format", choices=FORMATS + TASK_FORMATS, default="lm",
+                        help="lm: a paragraph a line; bert: a sentence a line, an empty line between documents; "
+                        "squad, squad2, conll: fine-tuning tasks (docs/finetuning.md)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (soft limit)")
     parser.add_argument("--max-chars", type=int, default=None,
                         help="cap the total text (shared 90/5/5 by the splits); default: everything")
@@ -36,8 +39,19 @@ def summary(out_dir) -> str:
     return "\n".join(rows)
 
 
+def build_task(args):
+    """--format squad|squad2|conll: DIR/{train,valid,test}.json or .conll (docs/finetuning.md)."""
+    try:
+        counts = build_finetune_data(args.out, args.format, max_chars=args.max_chars, seed=args.seed)
+    except FileExistsError as e:
+        raise SystemExit(f"normformer-build-corpus: error: {e}")
+    print(f"built {args.format} data in {args.out}: " + "; ".join(f"{s} {c}" for s, c in counts.items()))
+
+
 def main(argv=None):
     args = get_parser().parse_args(argv)
+    if args.format in TASK_FORMATS:
+        return build_task(args)
     reused = (Path(args.out) / MARKER).exists()
     try:
         paths = build_corpus(args.out, fmt=args.format, vocab_size=args.vocab_size, max_chars=args.max_chars,

@@ -1,1 +1,1 @@
-from . import mlm_nsp  # noqa: F401
+from . import extractive_qa, mlm_nsp, token_classification  # noqa: F401

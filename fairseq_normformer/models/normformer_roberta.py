@@ -1,7 +1,8 @@
 """``normformer_roberta``: RoBERTa-style masked LMs built from NormFormer layers (paper, Table 2).
 
 fairseq's RobertaModel and RobertaEncoder (token embeddings, learned positions, LM head tied to the
-embeddings, classification heads for ``sentence_prediction``) with the sentence encoder's
+embeddings, classification heads for ``sentence_prediction``, token heads for the tasks of
+docs/finetuning.md) with the sentence encoder's
 ``build_encoder_layer`` overridden, so fairseq's own ``masked_lm`` task and criterion train it.
 Pre-/Post-LN is ``--post-ln`` as on the LM (fairseq's ``--encoder-normalize-before`` is accepted as
 its inverse); the NormFormer switches are read from the model's own args (never through
@@ -23,6 +24,7 @@ from omegaconf import OmegaConf
 from ..modules import LayerConfig, NormFormerEncoderLayer, resolve_layernorm_impl
 from .normformer_lm import normformer_operations
 from .options import NormFormerOptions, add_normformer_args
+from .token_heads import TokenHeadsMixin
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class NormFormerRobertaEncoder(RobertaEncoder):
 
 
 @register_model("normformer_roberta")
-class NormFormerRobertaModel(RobertaModel):
+class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
     encoder_class = NormFormerRobertaEncoder
 
     @staticmethod

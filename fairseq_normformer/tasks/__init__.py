@@ -1,1 +1,1 @@
-from . import analysis, mlm_nsp  # noqa: F401
+from . import analysis, extractive_qa, mlm_nsp, token_classification  # noqa: F401

@@ -1,0 +1,78 @@
+"""Fine-tuning beyond GLUE through the real CLIs: a tiny MLM+NSP checkpoint fine-tuned with
+fairseq-train (--restore-file and the --reset-* flags) on SQuAD v2.0 and CoNLL data built from the
+standard library, then normformer-predict; its printed EM/F1 and entity F1 are recomputed here from
+the written predictions (official-logic EM/F1 in tests/metrics, seqeval for the entities)."""
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from fairseq_normformer.corpus.finetune_tasks import build_finetune_data
+from fairseq_normformer.data.conll import read_conll
+from fairseq_normformer.metrics import conll, squad
+
+from ..conftest import REPO_ROOT, USER_DIR, run_cli
+from .test_mlm_e2e import TINY, TRAIN, pretrain, valid_stats
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tiny_bert_corpus, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("pretrained")
+    pretrain(tiny_bert_corpus.data_bin, save_dir, "normformer_bert_base", ["--tokens-per-sample", "128"], updates=2)
+    return save_dir / "checkpoint_last.pt"
+
+
+def finetune(corpus, checkpoint, data, save_dir, task, flags=()):
+    return run_cli(["fairseq-train", data, "--user-dir", USER_DIR, "--task", task, "--criterion", task,
+                    "--arch", "normformer_bert_base", *TINY, "--max-positions", "128", "--max-seq-length", "96",
+                    "--spm-model", corpus.spm_model, "--dict", corpus.data_bin / "dict.txt",
+                    "--restore-file", checkpoint, "--reset-optimizer", "--reset-dataloader", "--reset-meters",
+                    *TRAIN, "--max-update", "2", "--required-batch-size-multiple", "1", "--save-dir", save_dir,
+                    "--no-epoch-checkpoints", *flags]).stdout  # fmt: skip
+
+
+def predict(*args):
+    cmd = [sys.executable, "-m", "fairseq_normformer.cli.predict", *map(str, args)]
+    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result.stdout
+
+
+def test_squad_v2_fine_tunes_from_a_pretrained_checkpoint_and_predicts(tiny_bert_corpus, checkpoint, tmp_path):
+    data = tmp_path / "squad2"
+    build_finetune_data(data, "squad2", max_chars=30_000)
+    stdout = finetune(tiny_bert_corpus, checkpoint, data, tmp_path / "qa", "extractive_qa",
+                      ["--version-2-with-negative", "--doc-stride", "32"])  # fmt: skip
+    assert "Loaded checkpoint" in stdout and "token_heads.extractive_qa.out_proj.weight: new" in stdout
+    stats = valid_stats(stdout)
+    assert 0 <= float(stats["em"]) <= float(stats["f1"]) <= 100
+
+    out = tmp_path / "predictions.json"
+    printed = predict("qa", tmp_path / "qa" / "checkpoint_last.pt", data / "valid.json", "--out", out, "--tune-threshold")
+    gold = {qa["id"]: [a["text"] for a in qa["answers"]]
+            for article in json.loads((data / "valid.json").read_text())["data"]
+            for p in article["paragraphs"] for qa in p["qas"]}  # fmt: skip
+    predictions = json.loads(out.read_text())
+    assert predictions.keys() == gold.keys()
+    result = squad.evaluate(gold, predictions)
+    assert f"exact {result['exact']:.2f} | f1 {result['f1']:.2f} | total {len(gold)}" in printed
+    assert re.search(r"no-answer threshold chosen on .*valid.json: -?[\d.]+ \(F1 [\d.]+\)", printed)
+
+
+def test_conll_fine_tunes_and_writes_conll_predictions(tiny_bert_corpus, checkpoint, tmp_path):
+    seqeval_metrics = pytest.importorskip("seqeval.metrics")
+    data = tmp_path / "conll"
+    build_finetune_data(data, "conll", max_chars=30_000)
+    stdout = finetune(tiny_bert_corpus, checkpoint, data, tmp_path / "ner", "token_classification")
+    assert {"accuracy", "precision", "recall", "f1"} <= valid_stats(stdout).keys()
+
+    out = tmp_path / "predictions.conll"
+    printed = predict("tags", tmp_path / "ner" / "checkpoint_last.pt", data / "valid.conll", "--out", out)
+    sentences = [block.splitlines() for block in out.read_text().strip().split("\n\n")]
+    gold = [[line.split()[1] for line in s] for s in sentences]
+    predicted = [[line.split()[2] for line in s] for s in sentences]
+    assert gold == [s.tags for s in read_conll(data / "valid.conll")]
+    f1 = 100 * seqeval_metrics.f1_score(gold, predicted)
+    assert f"f1 {f1:.2f}" in printed and f"f1 {conll.evaluate(gold, predicted)['f1']:.2f}" in printed
