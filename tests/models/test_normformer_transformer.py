@@ -4,15 +4,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from fairseq import options
+from fairseq import checkpoint_utils, options
 from fairseq.models import ARCH_MODEL_REGISTRY
 
+from fairseq_normformer.cli.convert_fairseq_lm import main as convert_main
+from fairseq_normformer.models.fairseq_compat import convert_checkpoint
 from fairseq_normformer.modules import LayerConfig, NormFormerCrossAttentionDecoderLayer
 from fairseq_normformer.modules.operations import ENCODER_ATTENTION_OPERATIONS, OPERATIONS, markdown_table
 
-from .lm_builders import randomize_
+from .lm_builders import randomize_, save_fairseq_checkpoint
 from .translation_builders import PAD, TINY_MT, build_translation_model, fairseq_and_ours, language_dictionary
-from .translation_builders import padded_batch, parse_translation
+from .translation_builders import padded_batch, parse_translation, translation_task
 
 TOL = 1e-5  # fp32
 PRE_LN = ["--encoder-normalize-before", "--decoder-normalize-before"]
@@ -150,3 +152,37 @@ def test_unsupported_fairseq_options_are_errors():
 def test_docs_table_of_the_extension_is_rendered_from_its_rows():
     docs = Path(__file__).resolve().parents[2] / "docs" / "translation.md"
     assert markdown_table(ENCODER_ATTENTION_OPERATIONS) in docs.read_text(encoding="utf-8")
+
+
+def fairseq_checkpoint(tmp_path, flags):
+    """A fairseq ``transformer`` checkpoint (randomized) whose data directory holds the two dictionaries."""
+    src_dict, tgt_dict = dictionaries(shared=False)
+    data = tmp_path / "data"
+    data.mkdir()
+    src_dict.save(str(data / "dict.de.txt")), tgt_dict.save(str(data / "dict.en.txt"))
+    args = parse_translation("transformer_iwslt_de_en", TINY_MT + flags, data=str(data))
+    model = ARCH_MODEL_REGISTRY["transformer_iwslt_de_en"].build_model(args, translation_task(src_dict, tgt_dict))
+    randomize_(model)
+    save_fairseq_checkpoint(tmp_path / "fairseq.pt", args, model)
+    return tmp_path / "fairseq.pt", model.eval()
+
+
+@pytest.mark.parametrize("flags", [[], PRE_LN], ids=["post_ln", "pre_ln"])
+def test_converted_fairseq_checkpoint_loads_with_fairseqs_logits(tmp_path, flags, capsys):
+    src, theirs = fairseq_checkpoint(tmp_path, flags)
+    convert_main([str(src), str(tmp_path / "ours.pt")])
+    assert "wrote" in capsys.readouterr().out
+    models, cfg, _ = checkpoint_utils.load_model_ensemble_and_task([str(tmp_path / "ours.pt")])
+    ours = models[0].eval()
+    assert type(ours).__name__ == "NormFormerTransformerModel" and cfg.model.post_ln == (not flags)
+    batch = padded_batch([6, 4], [5, 3], vocab=30)
+    with torch.no_grad():
+        diff = (ours(*batch)[0] - theirs(*batch)[0]).abs()
+    assert diff[batch[2].ne(PAD)].max().item() <= TOL
+
+
+def test_a_mixed_pre_ln_post_ln_checkpoint_is_refused(tmp_path):
+    src, _ = fairseq_checkpoint(tmp_path, ["--encoder-normalize-before"])
+    with pytest.raises(ValueError, match="--encoder-normalize-before=True but --decoder-normalize-before=False"):
+        convert_checkpoint(str(src), str(tmp_path / "ours.pt"))
+    assert not (tmp_path / "ours.pt").exists()
