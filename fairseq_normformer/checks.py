@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from fairseq.data import Dictionary, data_utils
 from fairseq.tasks import TASK_REGISTRY
 from omegaconf import OmegaConf
 
@@ -32,18 +33,66 @@ class DataNeeds:
     dictionary: str = "dict.txt"
     splits: tuple = ("{split}",)
 
+    def dictionaries(self, data_dir: str, task_options: dict) -> list:
+        return [self.dictionary]
+
+    def split_prefixes(self, data_dir: str, split: str, task_options: dict) -> list:
+        return [prefix.format(split=split) for prefix in self.splits]
+
+
+class LanguagePairNeeds(DataNeeds):
+    """fairseq's translation task: ``dict.{src}.txt`` and ``dict.{tgt}.txt``, and every split binarized for
+    both languages as ``{split}.{src}-{tgt}.{lang}`` (or ``{split}.{tgt}-{src}.{lang}``). The pair is
+    --source-lang/--target-lang, or what fairseq infers from the first data directory's file names."""
+
+    def language_pair(self, data_dir: str, task_options: dict):
+        src, tgt = task_options.get("source_lang"), task_options.get("target_lang")
+        if src is None or tgt is None:  # as TranslationTask.setup_task
+            src, tgt = data_utils.infer_language_pair(data_dir)
+            if src is None:
+                raise ValueError(
+                    f"data directory {data_dir!r} has no '<split>.<src>-<tgt>.<lang>' files to take the language "
+                    f"pair from: pass --source-lang and --target-lang, or {REBUILD}"
+                )
+        for side, lang in (("source", src), ("target", tgt)):
+            if not os.path.isfile(os.path.join(data_dir, f"dict.{lang}.txt")):
+                raise ValueError(
+                    f"--{side}-lang {lang}: data directory {data_dir!r} has no dictionary dict.{lang}.txt "
+                    f"(its language pairs: {', '.join(language_pairs(data_dir)) or 'none'})"
+                )
+        return src, tgt
+
+    def dictionaries(self, data_dir: str, task_options: dict) -> list:
+        return [f"dict.{lang}.txt" for lang in self.language_pair(data_dir, task_options)]
+
+    def split_prefixes(self, data_dir: str, split: str, task_options: dict) -> list:
+        src, tgt = self.language_pair(data_dir, task_options)
+        direction = f"{split}.{src}-{tgt}"
+        if not os.path.isfile(os.path.join(data_dir, f"{direction}.{src}.idx")):
+            reverse = f"{split}.{tgt}-{src}"  # fairseq reads a pair binarized the other way round too
+            direction = reverse if os.path.isfile(os.path.join(data_dir, f"{reverse}.{src}.idx")) else direction
+        return [f"{direction}.{src}", f"{direction}.{tgt}"]
+
+
+def language_pairs(data_dir: str) -> list:
+    """The ``src-tgt`` of the binarized files ``<split>.<src>-<tgt>.<lang>.idx`` in a data directory."""
+    names = (re.fullmatch(r"[^.]+\.([^.-]+-[^.-]+)\.[^.]+\.idx", name) for name in os.listdir(data_dir))
+    return sorted({match.group(1) for match in names if match})
+
 
 # fairseq's own tasks (their setup_task and load_dataset); ours declare ``data_needs`` themselves.
 FAIRSEQ_TASK_NEEDS = {
     "language_modeling": DataNeeds(),
     "masked_lm": DataNeeds(),
     "sentence_prediction": DataNeeds(dictionary="input0/dict.txt", splits=("input0/{split}",)),
+    "translation": LanguagePairNeeds(),
 }
 
 
 def check_config(cfg, on_cpu: bool, cli: str = "") -> None:
     """``cli``: the module of the CLI's main function (fairseq_cli.train, fairseq_cli.eval_lm, ...)."""
     check_data_dirs(cfg.task, cfg.dataset, splits_loaded(cli, cfg.dataset))
+    check_shared_dictionary(cfg.task, cfg.model)
     check_positive(cfg.task, TASK_SIZE, "must be positive")
     check_positive(cfg.model, MODEL_SIZE, "model sizes (dimensions, layers, attention heads) must be positive")
     check_precision(cfg.common, on_cpu)
@@ -79,17 +128,39 @@ def check_data_dirs(task_cfg, dataset_cfg, splits) -> None:
     needs = task_data_needs(task_options.get("_name", task_options.get("task")))
     if needs is None:
         return
-    if not os.path.isfile(os.path.join(paths[0], needs.dictionary)):
-        raise ValueError(
-            f"data directory {paths[0]!r} has no dictionary ({needs.dictionary}): it is not a binarized "
-            "data directory; build one with normformer-build-corpus or fairseq-preprocess"
-        )
+    for dictionary in needs.dictionaries(paths[0], task_options):
+        if not os.path.isfile(os.path.join(paths[0], dictionary)):
+            raise ValueError(
+                f"data directory {paths[0]!r} has no dictionary ({dictionary}): it is not a binarized "
+                "data directory; build one with normformer-build-corpus or fairseq-preprocess"
+            )
     if dataset_cfg.dataset_impl == "raw":  # text files, no .bin/.idx
         return
     for split in splits:
         for path in paths if split == dataset_cfg.train_subset else paths[:1]:  # train: one directory an epoch
-            for prefix in needs.splits:
-                check_binarized(os.path.join(path, prefix.format(split=split)), split)
+            for prefix in needs.split_prefixes(path, split, task_options):
+                check_binarized(os.path.join(path, prefix), split)
+
+
+def check_shared_dictionary(task_cfg, model_cfg) -> None:
+    """fairseq reports --share-all-embeddings with two different dictionaries only once the task is set up
+    ("requires a joined dictionary"), without naming them."""
+    task_options = config_values(task_cfg)
+    needs = task_data_needs(task_options.get("_name", task_options.get("task")))
+    data = task_options.get("data")
+    if not data or "://" in data or not isinstance(needs, LanguagePairNeeds):
+        return
+    if not config_values(model_cfg).get("share_all_embeddings"):
+        return
+    data_dir = data.split(os.pathsep)[0]
+    names = needs.dictionaries(data_dir, task_options)
+    src_dict, tgt_dict = (Dictionary.load(os.path.join(data_dir, name)) for name in names)
+    if src_dict != tgt_dict:
+        raise ValueError(
+            f"--share-all-embeddings needs one dictionary for both languages, but {names[0]} ({len(src_dict)} "
+            f"symbols) and {names[1]} ({len(tgt_dict)} symbols) of {data_dir!r} differ: binarize with "
+            "fairseq-preprocess --joined-dictionary, or drop --share-all-embeddings"
+        )
 
 
 def check_binarized(prefix: str, split: str) -> None:

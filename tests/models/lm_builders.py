@@ -4,7 +4,7 @@ import types
 
 import torch
 
-from fairseq import options
+from fairseq import checkpoint_utils, options
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models.transformer_lm import TransformerLanguageModel, base_lm_architecture
@@ -85,3 +85,12 @@ def randomized_normformer_lm(flags):
 
 def num_params(model):
     return sum(p.numel() for p in model.parameters())
+
+
+def save_fairseq_checkpoint(path, args, model):
+    """What fairseq's trainer writes, minus optimizer state (an argparse-era checkpoint)."""
+    checkpoint_utils.torch_persistent_save(
+        {"args": args, "model": model.state_dict(), "optimizer_history": [
+            {"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
+             "lr_scheduler_state": {"best": None}, "num_updates": 0}],
+         "extra_state": {}}, str(path))  # fmt: skip

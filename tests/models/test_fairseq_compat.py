@@ -6,6 +6,7 @@ from fairseq import checkpoint_utils
 from fairseq_normformer.models.fairseq_compat import convert_checkpoint, detect_operations
 
 from .lm_builders import TINY, converted_fairseq_pair, fairseq_transformer_lm, num_params, randomize_, tiny_dictionary
+from .lm_builders import save_fairseq_checkpoint
 
 CASES = {
     "pre_ln": ([], False),
@@ -37,15 +38,6 @@ def test_operations_come_from_the_weights():
         detect_operations({"encoder.weight": torch.zeros(1)})
 
 
-def _save_fairseq_checkpoint(path, args, model):
-    """What fairseq's trainer writes, minus optimizer state (an argparse-era checkpoint)."""
-    checkpoint_utils.torch_persistent_save(
-        {"args": args, "model": model.state_dict(), "optimizer_history": [
-            {"criterion_name": "CrossEntropyCriterion", "optimizer_name": "Adam",
-             "lr_scheduler_state": {"best": None}, "num_updates": 0}],
-         "extra_state": {}}, str(path))
-
-
 def test_convert_cli_round_trip(tmp_path):
     """The console script converts a checkpoint file; fairseq's loader then builds our model from it."""
     from fairseq_normformer.cli.convert_fairseq_lm import main
@@ -58,7 +50,7 @@ def test_convert_cli_round_trip(tmp_path):
     args.data = str(data)
     randomize_(theirs)
     src, dst = tmp_path / "fairseq.pt", tmp_path / "normformer.pt"
-    _save_fairseq_checkpoint(src, args, theirs)
+    save_fairseq_checkpoint(src, args, theirs)
 
     main([str(src), str(dst)])
     models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([str(dst)])

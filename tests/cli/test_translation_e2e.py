@@ -1,0 +1,75 @@
+"""normformer_transformer end to end: fairseq-train on a tiny parallel corpus (its logged parameter count
+against fairseq's own transformer plus the operations table's formula), fairseq-generate's sacrebleu BLEU,
+fairseq-interactive translating a sentence."""
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fairseq.data import Dictionary
+
+from fairseq_normformer.modules.operations import OPERATIONS
+from tests.cli.test_e2e_lm import cli, json_records, logged_params
+from tests.cli.translation_corpus import SRC, TGT, build_reversal_corpus
+from tests.conftest import USER_DIR
+from tests.models.translation_builders import build_translation_model
+
+L, D, F, H = 1, 32, 64, 4  # layers a side, model dim, FFN dim, heads
+SIZES = ["--encoder-layers", L, "--decoder-layers", L, "--encoder-embed-dim", D, "--decoder-embed-dim", D,
+         "--encoder-ffn-embed-dim", F, "--decoder-ffn-embed-dim", F, "--encoder-attention-heads", H,
+         "--decoder-attention-heads", H, "--share-all-embeddings"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def data_bin(tiny_lm_corpus, tmp_path_factory):
+    return build_reversal_corpus(tiny_lm_corpus, tmp_path_factory.mktemp("reversal"))
+
+
+@pytest.fixture(scope="module")
+def trained(data_bin, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("mt_checkpoints")
+    out = cli(["fairseq-train", data_bin, "--user-dir", USER_DIR, "--task", "translation", "-s", SRC, "-t", TGT,
+               "--arch", "normformer_transformer_iwslt_de_en", *SIZES, "--dropout", "0", "--optimizer", "adam",
+               "--lr", "3e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5", "--max-tokens", "800",
+               "--max-update", "30", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+               "--seed", "1", "--num-workers", "0", "--log-format", "json", "--log-interval", "10",
+               "--no-epoch-checkpoints", "--save-dir", save_dir])  # fmt: skip
+    return out.stdout, save_dir / "checkpoint_last.pt"
+
+
+def test_train_logs_fairseqs_parameters_plus_the_formulas(trained, data_bin):
+    """NormFormer adds (L_enc + L_dec)·(2d + 2f + H) to fairseq's Pre-LN transformer of the same sizes."""
+    dictionary = Dictionary.load(str(data_bin / f"dict.{SRC}.txt"))
+    flags = [str(a) for a in SIZES] + ["--encoder-normalize-before", "--decoder-normalize-before"]
+    _, baseline = build_translation_model("transformer", flags, dictionary, dictionary)
+    added = 2 * L * sum(op.num_params(D, F, H) for op in OPERATIONS if op.in_normformer)
+    stdout, _ = trained
+    assert logged_params(stdout) == sum(p.numel() for p in baseline.parameters()) + added
+    losses = [float(r["loss"]) for r in json_records(stdout, "train_inner")]
+    assert len(losses) == 3 and losses[-1] < losses[0], losses
+
+
+@pytest.fixture(scope="module")
+def decoded(trained, data_bin, tiny_lm_corpus):
+    """The stdout of fairseq-generate (beam 5, lenpen 1.2, sacrebleu) and of fairseq-interactive, run side by side."""
+    common = [data_bin, "--user-dir", USER_DIR, "--path", trained[1], "-s", SRC, "-t", TGT, "--beam", "5"]
+    generate = ["fairseq-generate", *common, "--gen-subset", "test", "--lenpen", "1.2", "--batch-size", "16",
+                "--remove-bpe", "sentencepiece", "--scoring", "sacrebleu"]  # fmt: skip
+    interactive = ["fairseq-interactive", *common, "--bpe", "sentencepiece",
+                   "--sentencepiece-model", tiny_lm_corpus.spm_model]  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        generated = pool.submit(cli, generate)
+        translated = pool.submit(cli, interactive, input="Return the number of items in the list.\n")
+        return generated.result().stdout, translated.result().stdout
+
+
+def test_generate_prints_a_sacrebleu_bleu(decoded):
+    stdout, _ = decoded
+    assert len(re.findall(r"^H-\d+\t", stdout, flags=re.MULTILINE)) == 40
+    assert re.search(r"Generate test with beam=5: BLEU = \d+\.\d+ [\d.]+/[\d.]+/[\d.]+/[\d.]+ \(BP", stdout)
+
+
+def test_interactive_translates_a_sentence(decoded):
+    _, stdout = decoded
+    assert re.search(r"^S-0\t▁Return ▁the ▁number", stdout, flags=re.MULTILINE), stdout
+    assert re.search(r"^H-0\t-?\d+\.\d+\t\S", stdout, flags=re.MULTILINE), stdout  # its pieces
+    assert re.search(r"^D-0\t-?\d+\.\d+\t", stdout, flags=re.MULTILINE), stdout  # detokenized
