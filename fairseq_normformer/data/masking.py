@@ -2,9 +2,11 @@
 
 A *unit* is what gets chosen and corrupted as one: a token; a whole word (a SentencePiece piece
 starting with '▁' and the pieces that follow it); or a span of whole words (SpanBERT, Joshi et al.
-2020, §3.1). Units are chosen until ``mask_prob`` of the maskable tokens are covered; each chosen
-unit then becomes [MASK] (80%), random tokens (10%) or stays itself (10%), and every token of it is
-a prediction target. Special symbols ([CLS], [SEP], padding) are never maskable.
+2020, §3.1; spans never cross [SEP], and the last one stops where the budget is met). A budget of
+``mask_prob`` of the maskable tokens is chosen; each chosen unit then becomes [MASK] (80%), random
+tokens (10%) or stays itself (10%), and every token of it is a prediction target. Special symbols
+([CLS], [SEP], padding) are never maskable. ``span_boundaries`` gives, per target, the positions
+around its run of targets, for SpanBERT's span boundary objective.
 """
 from dataclasses import dataclass
 from typing import List, Tuple

@@ -1,7 +1,7 @@
 """Data-parallel training on CPU (gloo): 2 processes follow the trajectory of 1 process with
 --update-freq 2 (the same 2 batches per update, dropout 0), at every update: the causal LM from
-one fairseq-train command (--distributed-world-size 2) and under torchrun, MLM+NSP under torchrun
-(how the processes start does not depend on the task)."""
+one fairseq-train command (--distributed-world-size 2) and under torchrun, MLM+NSP and MLM+SBO
+without NSP under torchrun (how the processes start does not depend on the task)."""
 import sys
 
 import pytest
