@@ -141,10 +141,12 @@ def segment_shares(sizes: np.ndarray, budget: int, rng) -> np.ndarray:
 
 
 def choose_spans(segments: List[np.ndarray], starts_word: np.ndarray, budget: int, span_lengths, rng) -> List[np.ndarray]:
-    """SpanBERT's span masking (Joshi et al. 2020, §3.1), segment by segment: SpanBERT masks
-    sentence A and sentence B separately (its PairWithSpanMaskingScheme), so no span crosses [SEP];
-    each segment (its positions; ``starts_word`` (T,) says which tokens begin a word) gets its
-    share of the budget."""
+    """SpanBERT's span masking (Joshi et al. 2020, §3.1), segment by segment: SpanBERT's pair dataset
+    masks block 1 and block 2 with separate ``_mask_block`` calls, so no span crosses [SEP]; each
+    segment (its positions; ``starts_word`` (T,) says which tokens begin a word) gets its share of
+    the budget."""
+    if budget == 0:
+        return []
     shares = segment_shares(np.array([len(segment) for segment in segments]), budget, rng)
     return [
         span
