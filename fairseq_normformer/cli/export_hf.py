@@ -42,6 +42,8 @@ def native_problems(model) -> list:
         problems.append("scaled embeddings or non-learned positions")
     if args.activation_fn not in HF_ACTIVATIONS:
         problems.append(f"--activation-fn {args.activation_fn}")
+    if isinstance(model, NormFormerBertModel) and model.encoder.pooler is None:
+        problems.append("--no-nsp (transformers' BertForPreTraining has a [CLS] pooler and an NSP head)")
     if isinstance(model, NormFormerBertModel) and args.pooler_activation_fn != "tanh":
         problems.append(f"--pooler-activation-fn {args.pooler_activation_fn} (BERT's pooler is tanh)")
     if not isinstance(model, NormFormerBertModel) and args.activation_fn != "gelu":

@@ -20,7 +20,8 @@ HEAD_AUTO_MAP = {
     NormFormerForMaskedLM: {"AutoModelForMaskedLM": "modeling_normformer.NormFormerForMaskedLM"},
 }
 # fairseq-only entries of a state dict: buffers, version counters, heads the export does not carry
-NOT_EXPORTED = ("embed_positions._float_tensor", ".version", "encoder.pooler.", "encoder.nsp_head.", "classification_heads.")
+NOT_EXPORTED = ("embed_positions._float_tensor", ".version", "encoder.pooler.", "encoder.nsp_head.", "encoder.sbo_head.",
+                "classification_heads.")
 
 
 def stack_of(model):

@@ -7,10 +7,12 @@ import torch
 from fairseq.sequence_generator import SequenceGenerator
 from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM
 
+from fairseq_normformer.cli.export_hf import check_exportable, is_native
 from fairseq_normformer.hf.convert import copy_modeling_code, to_normformer_hf_model
 
 from .encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask
 from .lm_builders import TINY, normformer_lm, randomized_normformer_lm, tiny_dictionary
+from .test_bert_objectives import MLM_NSP, SPANBERT
 from .test_hf_oracle import pair_batch, perturbed
 
 ATOL = 1e-5
@@ -68,6 +70,23 @@ ENCODER_FAMILIES = {
     "normformer_roberta_all_operations": ("normformer_roberta_base", ALL_OPERATIONS),
     "preln_roberta_untied": ("preln_roberta_base", ["--untie-weights-roberta"]),
 }
+
+
+@torch.no_grad()
+def test_spanbert_style_bert_exports_through_the_shipped_code_without_its_pretraining_heads(tmp_path):
+    """A Post-LN BERT pre-trained with --no-nsp and the SBO head has no pooler, so transformers'
+    BertForPreTraining cannot hold it: the shipped code does, leaving out the SBO head."""
+    d = dictionary_with_mask()
+    model = perturbed(build_encoder_model("postln_bert_base", d, TINY_ENCODER + list(SPANBERT), task=MLM_NSP))
+    assert model.encoder.sbo_head is not None and not is_native(model)
+    with pytest.raises(ValueError, match="--no-nsp"):
+        check_exportable(model)
+    hf = exported(model, d, tmp_path, AutoModelForMaskedLM)
+    assert not any("sbo" in name for name in hf.state_dict())
+    tokens, token_types, attention_mask = pair_batch(d, [(5, 7), (9, 3)])
+    real = attention_mask.bool()
+    theirs = hf(tokens, attention_mask=attention_mask, token_type_ids=token_types).logits
+    torch.testing.assert_close(theirs[real], model(tokens)[0][real], atol=ATOL, rtol=0)
 
 
 @pytest.mark.parametrize("family", list(ENCODER_FAMILIES))
