@@ -1,1 +1,1 @@
-from . import analysis, mlm_nsp  # noqa: F401
+from . import analysis, lambert_mlm_nsp, mlm_nsp  # noqa: F401
