@@ -8,6 +8,7 @@ for 90% of the steps, as BERT's 128-token phase): choose K as 90% of the epochs.
 is then re-planned every epoch; validation always uses the full length. Every example is still a
 function of (--seed, epoch, index).
 """
+import logging
 from dataclasses import dataclass, field
 
 from fairseq.tasks import register_task
@@ -15,6 +16,8 @@ from omegaconf import II
 
 from ..models.lambert import SPECIAL_TOKENS_PER_PAIR, LambertSentenceEncoder, max_pair_tokens
 from .mlm_nsp import MlmNspConfig, MlmNspTask
+
+logger = logging.getLogger(__name__)
 
 MIN_SEGMENTS = 2  # one for A, one for B
 
@@ -47,13 +50,20 @@ class LambertMlmNspTask(MlmNspTask):
         self.segment_length, self.max_segments = encoder.segment_length, encoder.max_segments
         return model
 
-    def tokens_per_pair(self, split: str, epoch: int) -> int:
+    def segments_per_pair(self, split: str, epoch: int) -> int:
         if self.segment_length is None:
             raise RuntimeError("lambert_mlm_nsp sizes pairs by the model's segments: build the model before the data")
-        segments = self.max_segments
         if split == self.cfg.train_subset and epoch <= self.cfg.short_phase_epochs:
-            segments = min(segments, self.cfg.short_phase_segments)
-        return max_pair_tokens(self.segment_length, segments) + SPECIAL_TOKENS_PER_PAIR
+            return min(self.max_segments, self.cfg.short_phase_segments)
+        return self.max_segments
+
+    def tokens_per_pair(self, split: str, epoch: int) -> int:
+        return max_pair_tokens(self.segment_length, self.segments_per_pair(split, epoch)) + SPECIAL_TOKENS_PER_PAIR
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        logger.info(f"{split}, epoch {epoch}: pairs of at most {self.segments_per_pair(split, epoch)} segments "
+                    f"of {self.segment_length} tokens")  # fmt: skip
+        super().load_dataset(split, epoch, combine, **kwargs)
 
     def max_positions(self):
         return self.tokens_per_pair("valid", epoch=1)
