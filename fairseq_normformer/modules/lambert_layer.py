@@ -70,10 +70,10 @@ class SegmentLayout:
         itself = torch.ones_like(self.num_segments, dtype=torch.bool)[:, None]
         return torch.cat([itself, ~self.segment_padding], dim=1)[:, None, None, :]
 
-    def segment_offsets(self) -> Tensor:
-        """(N, S) j - i + S_max - 1 of every (block i, segment j) pair: an index into a (2·S_max - 1) table."""
+    def segment_offsets(self, max_offset: int) -> Tensor:
+        """(N, S) j - i + max_offset of every (block i, segment j): rows of a (2·max_offset + 1)-row table."""
         j = torch.arange(self.max_segments, device=self.block_position.device)
-        return j[None, :] - self.block_position[:, None] + self.max_segments - 1
+        return j[None, :] - self.block_position[:, None] + max_offset
 
 
 def segment_layout(src_tokens: Tensor, pad: int, sep: int, segment_length: int) -> SegmentLayout:
@@ -151,7 +151,8 @@ class TwoPhaseAttention(SelfAttention):
         proj(s_j + r_{j-i}) = proj(s_j) + W r_{j-i}: the S·N sums cost no extra matrix multiply."""
         mapped = per_pair(proj(segments), layout)[layout.block_example]  # (N, S, C)
         if self.offset_embeddings is not None:
-            mapped = mapped + F.linear(self.offset_embeddings.weight, proj.weight)[layout.segment_offsets()]
+            offsets = layout.segment_offsets(self.offset_embeddings.num_embeddings // 2)
+            mapped = mapped + F.linear(self.offset_embeddings.weight, proj.weight)[offsets]
         return mapped.transpose(0, 1)
 
     def _attend(self, queries_in: Tensor, keys: Tensor, values: Tensor, mask: Tensor) -> Tensor:
