@@ -29,3 +29,26 @@ def test_attention_flops_formulas_equal_flop_counter(dict_dir):
     assert attention_flops(lambert) == lambert_attention_flops(LAYERS, EMBED, blocks, M, len(PAIRS), max_segments)
     _, bert = build_pair_model("postln_bert_base", dict_dir, SHAPE)
     assert attention_flops(bert) == bert_attention_flops(LAYERS, EMBED, len(PAIRS), PAIRS.size(1))
+
+
+def test_lambert_section_reports_ratios_of_medians():
+    """lambert_section on hand-made numbers: BERT 2 s a step (median; 9 s an outlier), LaMBERT 1 s."""
+    from benchmarks.report import lambert_section
+
+    def model(label, seconds):
+        return {"label": label, "params": 1_000_000, "peak_bytes": 2**20 * seconds[0],
+                "seconds_per_step": [{"cpu": s} for s in seconds]}  # fmt: skip
+
+    results = {
+        "command": "python -m benchmarks lambert", "date": "today", "machine": "test", "versions": {"torch": "x"},
+        "load_average": [1.0, 1.0, 1.0], "shape": {"layers": 12, "embed": 768, "vocab": 30522},
+        "batch": {"pair_lengths": [10, 30], "padded_len": 33, "blocks": 6, "max_segments": 3,
+                  "segment_length": M, "seed": 0},
+        "corpus_pairs": {"count": 5, "mean": 20.0, "median": 20.0, "p90": 30.0, "max": 33},
+        "models": {"lambert_base": model("L", [1.0, 1.0, 1.0]), "postln_bert_base": model("B", [2.0, 9.0, 2.0])},
+    }  # fmt: skip
+    section = lambert_section(results, "x.json")
+    # 40 tokens / 1 s; attention 3·12·4·768·(6·5·7 + 2·4) and 3·12·4·768·2·33² FLOPs
+    assert "| `lambert_base`: L | 1.0 | 1.0 | 40 | 1 | 0.02 |" in section
+    assert "| `postln_bert_base`: B | 1.0 | 1.0 | 20 | 2 | 0.24 |" in section
+    assert "2.00× (cpu clock); peak memory ratio 0.50; attention FLOPs ratio 0.100" in section
