@@ -11,7 +11,7 @@ from fairseq_normformer.corpus.stdlib import build_corpus
 
 from . import __doc__ as DOC
 from .eval_lm import REPO_ROOT, eval_lm_throughput
-from .measure import measure, run_description
+from .measure import measure, measure_lambert, run_description
 from .report import render
 from .variants import SETUPS, variants_for
 
@@ -41,6 +41,22 @@ def measure_command(args, argv: list):
         _write(path, results)
 
 
+def lambert_command(args, argv: list):
+    """LaMBERT against BERT on real pairs: write lambert_DEVICE.json, then render the doc."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("benchmarks: --device cuda: no CUDA device here")
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    corpus = build_corpus(args.workdir / "corpus_bert", fmt="bert", vocab_size=8000, max_chars=1_000_000)
+    command = " ".join(["python -m benchmarks", *argv]).replace(f" --note {args.note}", "")
+    results = run_description(args.device, SETUPS[args.device], command)
+    del results["setup"]  # the LM benchmark's shapes; this one records its own batch
+    if args.note:
+        results["note"] = args.note
+    results.update(measure_lambert(args.device, corpus.data_bin, args.batch, args.rounds))
+    _write(args.results_dir / f"lambert_{args.device}.json", results)
+
+
 def _write(path: Path, results: dict):
     results["load_average"] = list(os.getloadavg())  # 1, 5, 15 minutes, at the end of the run
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -62,10 +78,19 @@ def main(argv=None):
     m.add_argument("--matmul-repeats", type=int, default=5, help="matmul-peak repeats (best)")
     m.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="corpus, checkpoints, logs")
     m.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")
+    lam = commands.add_parser("lambert", help="lambert_base against a BERT-base-shaped encoder on real pairs")
+    lam.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    lam.add_argument("--threads", type=int, default=1, help="torch threads on CPU")
+    lam.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (median)")
+    lam.add_argument("--batch", type=int, default=8, help="sentence pairs a step")
+    lam.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="where the corpus is built")
+    lam.add_argument("--note", default="", help="a sentence about the run, kept in the JSON")
     commands.add_parser("render", help="render the doc from the stored DEVICE.json files, measuring nothing")
     args = parser.parse_args(argv)
     if args.command == "measure":
         measure_command(args, argv)
+    elif args.command == "lambert":
+        lambert_command(args, argv)
     render(args.results_dir, args.doc, REPO_ROOT)
     print(f"rendered {args.doc}")
 

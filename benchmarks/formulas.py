@@ -39,3 +39,17 @@ def added_activation_bytes(shapes: dict, bytes_per_value: int) -> int:
     LN statistics (two floats a row) are left out."""
     per_layer = (shapes["tokens"] * shapes["embed"] + shapes["embed"] ** 2) * bytes_per_value
     return shapes["layers"] * per_layer
+
+
+def bert_attention_flops(layers: int, embed: int, batch: int, padded_len: int) -> int:
+    """QKᵀ and AV of a BERT step, forward + backward (3× forward): 2·2·T²·d per sequence and layer,
+    T the batch's padded length."""
+    return 3 * layers * 4 * embed * batch * padded_len**2
+
+
+def lambert_attention_flops(layers: int, embed: int, blocks: int, segment_length: int, batch: int,
+                            max_segments: int) -> int:  # fmt: skip
+    """The same for LaMBERT as implemented: phase 1, N blocks of M+1 queries over M tokens and the
+    batch's S segment keys; phase 2, one [CLS] query over 1+S keys per pair (forward + backward)."""
+    m, s = segment_length, max_segments
+    return 3 * layers * 4 * embed * (blocks * (m + 1) * (m + s) + batch * (1 + s))

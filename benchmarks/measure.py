@@ -8,14 +8,17 @@ import time
 from pathlib import Path
 
 import fairseq
+import numpy as np
 import torch
 import torch.nn.functional as F
+from fairseq import utils
 from torch.profiler import ProfilerActivity, profile
 
 import fairseq_normformer
+from fairseq_normformer.criterions.mlm_nsp import MlmNspCriterion, MlmNspCriterionConfig
 
 from .formulas import model_shapes
-from .variants import Setup, build_model, variants_for
+from .variants import LAMBERT_ARCHS, Setup, build_model, build_pair_model, variants_for
 
 PROFILED = ("fairseq_scale_flags", "preln", "normformer")  # the pairs report.py compares op by op
 KERNEL_WIDTHS = (768, 1024, 3072, 4096)
@@ -197,3 +200,49 @@ def _machine(device: str) -> str:
         pass
     text = f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch thread(s), {platform.system()}"
     return text + (f"; GPU: {torch.cuda.get_device_name()}" if device == "cuda" else "")
+
+
+class PairStep(Step):
+    """Forward + the mlm_nsp loss (MLM over the masked tokens, NSP) + backward on one batch of pairs."""
+
+    def __init__(self, model, task, sample: dict, device: str):
+        self.model, self.device = model.to(device).train(), device
+        self.criterion = MlmNspCriterion(MlmNspCriterionConfig(), task)
+        self.sample = utils.move_to_cuda(sample) if device == "cuda" else sample
+
+    def __call__(self):
+        self.model.zero_grad(set_to_none=False)
+        self.criterion(self.model, self.sample)[0].backward()
+
+
+def real_pairs(task, batch: int, seed: int):
+    """A batch of ``batch`` masked MLM+NSP pairs drawn at random from the corpus's training pairs, and
+    the dataset (its sizes are the corpus's pair-length distribution)."""
+    task.load_dataset("train")
+    data = task.dataset("train")
+    chosen = np.random.default_rng(seed).choice(len(data), size=batch, replace=False)
+    return data.collater([data[int(i)] for i in chosen]), data
+
+
+def measure_lambert(device: str, data_dir: Path, batch: int, rounds: int, seed: int = 0) -> dict:
+    """lambert_base against a BERT-base-shaped encoder on the same real pairs, interleaved."""
+    built = {arch: build_pair_model(arch, data_dir) for arch in LAMBERT_ARCHS}
+    sample, data = real_pairs(built["postln_bert_base"][0], batch, seed)
+    steps = {arch: PairStep(model, task, sample, device) for arch, (task, model) in built.items()}
+    seconds = time_interleaved(steps, 1, rounds)
+    src = sample["net_input"]["src_tokens"]
+    encoder = built["lambert_base"][1].encoder.sentence_encoder
+    layout = encoder.layout(src)
+    sizes = np.asarray(data.sizes)
+    return {
+        "batch": {"pair_lengths": src.ne(encoder.pad).sum(1).tolist(), "padded_len": src.size(1),
+                  "blocks": layout.block_tokens.size(0), "max_segments": layout.max_segments,
+                  "segment_length": encoder.segment_length, "seed": seed},
+        "corpus_pairs": {"count": len(sizes), "mean": float(sizes.mean()), "median": float(np.median(sizes)),
+                         "p90": float(np.percentile(sizes, 90)), "max": int(sizes.max())},
+        "shape": {"layers": len(encoder.layers), "embed": encoder.layer_cfg.embed_dim,
+                  "vocab": len(built["lambert_base"][0].source_dictionary)},
+        "models": {arch: {"label": label, "params": sum(p.numel() for p in steps[arch].model.parameters()),
+                          "seconds_per_step": seconds[arch], "peak_bytes": steps[arch].peak_bytes()}
+                   for arch, label in LAMBERT_ARCHS.items()},
+    }  # fmt: skip

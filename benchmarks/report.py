@@ -6,7 +6,13 @@ from pathlib import Path
 
 import torch
 
-from .formulas import added_activation_bytes, matmul_weights, model_flops_per_step
+from .formulas import (
+    added_activation_bytes,
+    bert_attention_flops,
+    lambert_attention_flops,
+    matmul_weights,
+    model_flops_per_step,
+)
 from .variants import VARIANTS
 
 TARGETS = Path(__file__).resolve().parent / "targets.json"
@@ -245,14 +251,73 @@ def write_section(path: Path, name: str, text: str):
     path.write_text(doc)
 
 
+PAPER_LAMBERT_PARAMS = 156e6  # the LaMBERT paper's base model
+BERT_VOCAB = 30522  # BERT's WordPiece vocabulary
+
+
+def lambert_section(results: dict, source: str) -> str:
+    """LaMBERT against BERT: tokens/s, peak memory, attention FLOPs by formula, parameters."""
+    models, b, shape = results["models"], results["batch"], results["shape"]
+    tokens = sum(b["pair_lengths"])
+    seconds = {arch: median_by_clock(m["seconds_per_step"]) for arch, m in models.items()}
+    clocks = list(next(iter(seconds.values())))
+    bert, lambert = "postln_bert_base", "lambert_base"
+    flops = {bert: bert_attention_flops(shape["layers"], shape["embed"], len(b["pair_lengths"]), b["padded_len"]),
+             lambert: lambert_attention_flops(shape["layers"], shape["embed"], b["blocks"], b["segment_length"],
+                                              len(b["pair_lengths"]), b["max_segments"])}  # fmt: skip
+    extra_vocab = BERT_VOCAB - shape["vocab"]  # tied embedding row + LM-head bias per symbol
+    speed = " | ".join(f"fwd+bwd tokens/s ({c} clock)" for c in clocks)
+    lines = [*run_lines_lambert(results, source), "",
+             f"| model | params (M) | params with BERT's {BERT_VOCAB:,}-piece vocabulary (M) | {speed} "
+             "| peak memory during the step (MiB) | attention GFLOP per step (formula) |",
+             "|---|---:|---:|" + "---:|" * (len(clocks) + 2)]  # fmt: skip
+    for arch, m in models.items():
+        speeds = " | ".join(f"{tokens / seconds[arch][c]:,.0f}" for c in clocks)
+        lines.append(f"| `{arch}`: {m['label']} | {m['params'] / 1e6:.1f} | {(m['params'] + extra_vocab * (shape['embed'] + 1)) / 1e6:.1f} "
+                     f"| {speeds} | {m['peak_bytes'] / MiB:,.0f} | {flops[arch] / 1e9:,.2f} |")  # fmt: skip
+    ratios = ", ".join(f"{seconds[bert][c] / seconds[lambert][c]:.2f}× ({c} clock)" for c in clocks)
+    peak = models[lambert]["peak_bytes"] / models[bert]["peak_bytes"]
+    lines += ["", f"- Speed of `lambert_base` relative to BERT (tokens/s ratio, the paper claims about 3×): {ratios}; "
+              f"peak memory ratio {peak:.2f}; attention FLOPs ratio {flops[lambert] / flops[bert]:.3f}.",
+              f"- Parameters: the paper reports {PAPER_LAMBERT_PARAMS / 1e6:.0f}M for its base model."]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def run_lines_lambert(results: dict, source: str) -> list:
+    b, c = results["batch"], results["corpus_pairs"]
+    versions = ", ".join(f"{k} {v}" for k, v in results["versions"].items())
+    rounds = len(next(iter(results["models"].values()))["seconds_per_step"])
+    return [
+        f"- Measured by `{results['command']}` on {results['date']}; rendered from `{source}`"
+        + (f". {results['note']}" if results.get("note") else ""),
+        f"- Machine: {results['machine']}; load average (1, 5, 15 min) at the end: "
+        + ", ".join(f"{x:.1f}" for x in results["load_average"]),
+        f"- Versions: {versions}",
+        f"- Batch: {len(b['pair_lengths'])} MLM+NSP pairs drawn at random (seed {b['seed']}) from the corpus's "
+        f"{c['count']:,} training pairs (pair length mean {c['mean']:.0f}, median {c['median']:.0f}, 90th percentile "
+        f"{c['p90']:.0f}, max {c['max']}); this batch: lengths {b['pair_lengths']}, {sum(b['pair_lengths'])} tokens, "
+        f"BERT pads to {b['padded_len']}, LaMBERT makes {b['blocks']} blocks of {b['segment_length']} "
+        f"(at most {b['max_segments']} segments a pair); tokens/s counts the batch's real tokens",
+        f"- Timing: median of {rounds} interleaved rounds of one step (forward, mlm_nsp loss, backward), fp32",
+    ]
+
+
 def render(results_dir: Path, doc: Path, root: Path, devices=("cpu", "cuda")):
     """Each device's section of ``doc`` from ``results_dir/DEVICE.json`` (or a "not run" section)."""
     targets = json.loads(TARGETS.read_text())
     for device in devices:
         path = results_dir / f"{device}.json"
-        source = str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)
+        source = _relative(path, root)
         if path.exists():
             section = results_section(json.loads(path.read_text()), targets[device], source)
         else:
             section = not_run_section(device, targets[device], source)
         write_section(doc, f"benchmarks {device}", section)
+        lambert = results_dir / f"lambert_{device}.json"
+        if lambert.exists():
+            write_section(doc, f"benchmarks lambert {device}", lambert_section(json.loads(lambert.read_text()),
+                                                                              _relative(lambert, root)))
+
+
+def _relative(path: Path, root: Path) -> str:
+    return str(path.resolve().relative_to(root)) if path.resolve().is_relative_to(root) else str(path)

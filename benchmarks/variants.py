@@ -107,3 +107,18 @@ def layer_operations(state_dict, fairseq: bool) -> dict:
     """{switch: present} of the first transformer layer of a model's state dict."""
     prefix = "decoder.layers.0."
     return operations_in([k[len(prefix) :] for k in state_dict if k.startswith(prefix)], fairseq=fairseq)
+
+
+# LaMBERT against a BERT-base-shaped encoder (docs/benchmarks.md, "LaMBERT against BERT").
+LAMBERT_ARCHS = {"lambert_base": "LaMBERT-base (12 layers, 768, 12 heads, S = M = 23)",
+                 "postln_bert_base": "BERT-base shape (Post-LN, 512 positions)"}  # fmt: skip
+LAMBERT_TOKENS_PER_SAMPLE = 509  # (S - 1)·M + 3: pairs that fit LaMBERT's 23 segments; BERT's 512 positions too
+
+
+def build_pair_model(arch: str, data_dir: Path, flags=()):
+    """A masked LM with an NSP head and its ``mlm_nsp`` task, built as fairseq-train builds them."""
+    parser = options.get_training_parser()
+    argv = [str(data_dir), "--task", "mlm_nsp", "--arch", arch, "--tokens-per-sample", str(LAMBERT_TOKENS_PER_SAMPLE)]
+    args = options.parse_args_and_arch(parser, argv + list(flags))
+    task = tasks.setup_task(args)
+    return task, task.build_model(convert_namespace_to_omegaconf(args).model)

@@ -1,1 +1,1 @@
-from . import analysis, extractive_qa, mlm_nsp, token_classification  # noqa: F401
+from . import analysis, extractive_qa, lambert_mlm_nsp, mlm_nsp, token_classification  # noqa: F401

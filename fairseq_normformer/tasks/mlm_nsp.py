@@ -104,12 +104,16 @@ class MlmNspTask(AnalysisTaskMixin, FairseqTask):
         examples = examples_class(
             sentences,
             self.dictionary,
-            self.cfg.tokens_per_sample,
+            self.tokens_per_pair(split, epoch),
             negatives=self.cfg.nsp_negatives,
             short_seq_prob=self.cfg.short_seq_prob,
             seed=self.cfg.seed,
         )
         self.datasets[split] = MaskedPairDataset(examples, self.masker, self.dictionary, self.cfg.seed)
+
+    def tokens_per_pair(self, split: str, epoch: int) -> int:
+        """The longest ``[CLS] A [SEP] B [SEP]`` of a split and epoch (a hook: lambert_mlm_nsp's short phase)."""
+        return self.cfg.tokens_per_sample
 
     def max_positions(self):
         return self.cfg.tokens_per_sample
