@@ -170,8 +170,9 @@ def to_normformer_hf_model(model, dictionary, target_dictionary=None):
     if head_class is not NormFormerForMaskedLM:
         generation = hf_model.generation_config
         generation.suppress_tokens = [dictionary.pad()]  # as fairseq's SequenceGenerator
-        if head_class is NormFormerForSeq2SeqLM:
+        if head_class is NormFormerForSeq2SeqLM:  # as fairseq-generate: start from </s>, --min-len 1
             generation.decoder_start_token_id = target_dictionary.eos()
+            generation.min_new_tokens = 1
     return hf_model.eval()
 
 
