@@ -1,11 +1,15 @@
 """normformer_transformer through the shipped HuggingFace code (modeling_normformer_seq2seq.py), saved and loaded
 back with AutoModelForSeq2SeqLM and trust_remote_code: logits against fairseq's on padded batches, greedy
-generate() against fairseq's SequenceGenerator (beam 1), KV-cache decoding against the full forward pass."""
+generate() against fairseq's SequenceGenerator (beam 1), KV-cache decoding against the full forward pass;
+the tokenizer of a model with two dictionaries against fairseq's Dictionary."""
 import pytest
+import sentencepiece as spm
 import torch
+from fairseq.data import Dictionary
 from fairseq.sequence_generator import SequenceGenerator
-from transformers import AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
+from fairseq_normformer.cli.export_hf import save_tokenizer, write_vocab
 from fairseq_normformer.hf.convert import to_normformer_hf_model
 from fairseq_normformer.modules.operations import ENCODER_ATTENTION_OPERATIONS, OPERATIONS
 
@@ -111,3 +115,26 @@ def test_seq2seq_export_refuses_adaptive_softmax_and_names_what_it_exports():
         to_normformer_hf_model(model, src_dict, tgt_dict)
     with pytest.raises(ValueError, match="covers normformer_lm, normformer_roberta, normformer_bert and normformer_transformer"):
         to_normformer_hf_model(torch.nn.Linear(2, 2), src_dict)
+
+
+def test_tokenizer_of_two_dictionaries_encodes_sources_and_targets_and_decodes_targets(tiny_lm_corpus, tmp_path):
+    """Not joined (fairseq-preprocess without --joined-dictionary): the same pieces have other ids on each side."""
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_lm_corpus.spm_model))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size()) if not (sp.is_control(i) or sp.is_unknown(i))]
+    src_dict, tgt_dict = Dictionary(), Dictionary()
+    for piece in pieces:
+        src_dict.add_symbol(piece)
+    for piece in reversed(pieces):
+        tgt_dict.add_symbol(piece)
+    write_vocab(tmp_path / "vocab.txt", src_dict)
+    write_vocab(tmp_path / "target_vocab.txt", tgt_dict)
+    save_tokenizer(tmp_path, tiny_lm_corpus.spm_model, "seq2seq")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path, trust_remote_code=True)
+
+    text = "Return the number of items in the list."
+    line = " ".join(sp.encode(text, out_type=str))
+    batch = tokenizer(text, text_target=text)
+    assert batch["input_ids"] == src_dict.encode_line(line, add_if_not_exist=False).tolist()  # pieces + </s>
+    target = tgt_dict.encode_line(line, add_if_not_exist=False)
+    assert batch["labels"] == target.tolist() and batch["input_ids"] != batch["labels"]
+    assert tokenizer.decode(target, skip_special_tokens=True) == tgt_dict.string(target, "sentencepiece")
