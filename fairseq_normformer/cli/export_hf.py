@@ -6,10 +6,12 @@ Post-LN ``normformer_bert`` / ``normformer_roberta`` without NormFormer operatio
 unscaled embeddings, a LayerNorm on the embeddings) become transformers' own BertForPreTraining /
 RobertaForMaskedLM; for BERT pass ``token_type_ids`` = 1 after the first ``</s>`` ([SEP]), as
 ``normformer_bert`` does itself. Every other ``normformer_lm`` / ``normformer_roberta`` /
-``normformer_bert`` becomes the shipped NormFormer modeling code (fairseq_normformer/hf/, copied
-into the directory and named by ``auto_map``; load with ``trust_remote_code=True``); ``--native``
-refuses instead. Token ids are the fairseq dictionary's (``vocab.txt`` lists its symbols, one per
-id); with ``--spm-model`` the directory also holds a tokenizer (AutoTokenizer). BERT's pooler and
+``normformer_bert`` and every ``normformer_transformer`` (AutoModelForSeq2SeqLM) becomes the shipped
+NormFormer modeling code (fairseq_normformer/hf/, copied into the directory and named by ``auto_map``;
+load with ``trust_remote_code=True``); ``--native`` refuses instead. Token ids are the fairseq
+dictionary's (``vocab.txt`` lists its symbols, one per id; a translation model's target dictionary,
+when not joined, is ``target_vocab.txt``); with ``--spm-model`` the directory also holds a tokenizer
+(AutoTokenizer). BERT's pooler and
 NSP head are exported to the native classes only; classification heads are not exported.
 """
 import argparse
