@@ -6,10 +6,12 @@ Post-LN ``normformer_bert`` / ``normformer_roberta`` without NormFormer operatio
 unscaled embeddings, a LayerNorm on the embeddings) become transformers' own BertForPreTraining /
 RobertaForMaskedLM; for BERT pass ``token_type_ids`` = 1 after the first ``</s>`` ([SEP]), as
 ``normformer_bert`` does itself. Every other ``normformer_lm`` / ``normformer_roberta`` /
-``normformer_bert`` becomes the shipped NormFormer modeling code (fairseq_normformer/hf/, copied
-into the directory and named by ``auto_map``; load with ``trust_remote_code=True``); ``--native``
-refuses instead. Token ids are the fairseq dictionary's (``vocab.txt`` lists its symbols, one per
-id); with ``--spm-model`` the directory also holds a tokenizer (AutoTokenizer). BERT's pooler and
+``normformer_bert`` and every ``normformer_transformer`` (AutoModelForSeq2SeqLM) becomes the shipped
+NormFormer modeling code (fairseq_normformer/hf/, copied into the directory and named by ``auto_map``;
+load with ``trust_remote_code=True``); ``--native`` refuses instead. Token ids are the fairseq
+dictionary's (``vocab.txt`` lists its symbols, one per id; a translation model's target dictionary,
+when not joined, is ``target_vocab.txt``); with ``--spm-model`` the directory also holds a tokenizer
+(AutoTokenizer). BERT's pooler and
 NSP head are exported to the native classes only; classification heads are not exported.
 """
 import argparse
@@ -21,6 +23,7 @@ from fairseq import checkpoint_utils
 
 from ..models.normformer_bert import NormFormerBertModel
 from ..models.normformer_roberta import NormFormerRobertaModel
+from ..models.normformer_transformer import NormFormerTransformerModel
 from ..modules.operations import OPERATIONS
 from ..runs.atomic import atomic_directory
 
@@ -196,34 +199,54 @@ def export(checkpoint: Path, out_dir: Path, data: str = None, spm_model: Path = 
     overrides = {"data": data} if data else {}
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides=overrides)
     model, dictionary = models[0], task.source_dictionary
+    seq2seq = isinstance(model, NormFormerTransformerModel)
+    # a translation model's second dictionary, when not joined with the source's
+    target = task.target_dictionary if seq2seq and task.target_dictionary.symbols != dictionary.symbols else None
     shipped = not (native or is_native(model))
     if shipped:
         import_transformers()
         from ..hf.convert import to_normformer_hf_model
 
-        hf_model = to_normformer_hf_model(model, dictionary)
+        hf_model = to_normformer_hf_model(model, dictionary, task.target_dictionary if seq2seq else None)
     else:
         hf_model = to_hf_model(model, dictionary)
     with atomic_directory(out_dir) as tmp:
         hf_model.save_pretrained(tmp)
-        (tmp / "vocab.txt").write_text("".join(s + "\n" for s in dictionary.symbols), encoding="utf-8")
+        write_vocab(tmp / "vocab.txt", dictionary)
+        if target is not None:
+            write_vocab(tmp / "target_vocab.txt", target)
         if shipped:
             from ..hf.convert import copy_modeling_code
 
             copy_modeling_code(tmp)
         if spm_model is not None:
-            save_tokenizer(tmp, spm_model, causal=not isinstance(model, NormFormerRobertaModel))
+            kind = "seq2seq" if seq2seq else "encoder" if isinstance(model, NormFormerRobertaModel) else "causal"
+            save_tokenizer(tmp, spm_model, kind)
     return out_dir
 
 
-def save_tokenizer(out_dir: Path, spm_model: Path, causal: bool) -> None:
-    """The SentencePiece model and vocab.txt as a NormFormerTokenizer that AutoTokenizer loads."""
+def write_vocab(path: Path, dictionary) -> None:
+    path.write_text("".join(s + "\n" for s in dictionary.symbols), encoding="utf-8")
+
+
+# kind -> the tokenizer's special tokens: an LM's text starts after </s>; an encoder's is <s> A </s> (<mask>);
+# a translation source is A </s>, as fairseq's translation data
+TOKENIZER_SPECIALS = {
+    "causal": dict(bos_token="</s>", append_eos=False),
+    "encoder": dict(bos_token="<s>", append_eos=True, mask_token="<mask>"),
+    "seq2seq": dict(bos_token="</s>", prepend_bos=False, append_eos=True),
+}
+
+
+def save_tokenizer(out_dir: Path, spm_model: Path, kind: str) -> None:
+    """The SentencePiece model and vocab.txt (and target_vocab.txt) as a NormFormerTokenizer for AutoTokenizer."""
     from ..hf.tokenization_normformer import NormFormerTokenizer
 
     NormFormerTokenizer.register_for_auto_class("AutoTokenizer")
+    target_vocab = out_dir / "target_vocab.txt"
     tokenizer = NormFormerTokenizer(
-        spm_file=str(spm_model), vocab_file=str(out_dir / "vocab.txt"), bos_token="</s>" if causal else "<s>",
-        append_eos=not causal, mask_token="<mask>" if not causal else None,
+        spm_file=str(spm_model), vocab_file=str(out_dir / "vocab.txt"),
+        target_vocab_file=str(target_vocab) if target_vocab.exists() else None, **TOKENIZER_SPECIALS[kind],
     )  # fmt: skip
     tokenizer.save_pretrained(out_dir)
 
@@ -231,9 +254,10 @@ def save_tokenizer(out_dir: Path, spm_model: Path, causal: bool) -> None:
 def main(argv=None):
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", type=Path, help="checkpoint (.pt) of normformer_lm, normformer_roberta or normformer_bert")
+    parser.add_argument("checkpoint", type=Path,
+                        help="checkpoint (.pt) of normformer_lm, normformer_roberta, normformer_bert or normformer_transformer")  # fmt: skip
     parser.add_argument("out_dir", type=Path, help="directory to write (must not exist or be empty)")
-    parser.add_argument("--data", help="the data directory holding dict.txt, if it moved since training")
+    parser.add_argument("--data", help="the data directory holding dict.txt (translation: dict.{src,tgt}.txt), if it moved")
     parser.add_argument("--spm-model", type=Path, help="the SentencePiece model of the corpus: also export a tokenizer")
     parser.add_argument("--native", action="store_true",
                         help="only transformers' own BertForPreTraining/RobertaForMaskedLM; refuse what they cannot represent")  # fmt: skip

@@ -27,6 +27,16 @@ SETTINGS = dict(
     layer_norm_eps=1e-5,
 )
 
+# An encoder-decoder (is_encoder_decoder=True, NormFormerForSeq2SeqLM): the settings above describe the
+# decoder, and the encoder's own values of these are stored as encoder_<name> (encoder_vocab_size, ...).
+ENCODER_SETTINGS = ("vocab_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                    "position_embedding_type", "max_position_embeddings", "final_layer_norm")  # fmt: skip
+SEQ2SEQ_SETTINGS = dict(
+    scale_enc_heads=False,  # HeadScale on the encoder attention: our extension of Eq. 3, not in the paper
+    scale_enc_attn=False,  # LayerNorm on the encoder-attention output: our extension of Fig. 1
+    share_encoder_decoder_embeddings=False,  # fairseq's --share-all-embeddings
+)
+
 
 class NormFormerConfig(PretrainedConfig):
     model_type = "normformer"
@@ -34,6 +44,11 @@ class NormFormerConfig(PretrainedConfig):
     def __init__(self, pad_token_id=1, bos_token_id=2, eos_token_id=2, tie_word_embeddings=True, **kwargs):
         for name, default in SETTINGS.items():
             setattr(self, name, kwargs.pop(name, default))
+        if kwargs.get("is_encoder_decoder"):
+            for name, default in SEQ2SEQ_SETTINGS.items():
+                setattr(self, name, kwargs.pop(name, default))
+            for name in ENCODER_SETTINGS:
+                setattr(self, f"encoder_{name}", kwargs.pop(f"encoder_{name}", getattr(self, name)))
         super().__init__(
             pad_token_id=pad_token_id,
             bos_token_id=bos_token_id,
@@ -41,3 +56,10 @@ class NormFormerConfig(PretrainedConfig):
             tie_word_embeddings=tie_word_embeddings,
             **kwargs,
         )
+
+    def encoder_config(self) -> "NormFormerConfig":
+        """An encoder-decoder's encoder: the shared settings with the encoder_* ones, not causal."""
+        settings = {name: getattr(self, name) for name in SETTINGS}
+        settings.update({name: getattr(self, f"encoder_{name}") for name in ENCODER_SETTINGS}, causal=False)
+        special = dict(pad_token_id=self.pad_token_id, bos_token_id=self.bos_token_id, eos_token_id=self.eos_token_id)
+        return NormFormerConfig(**special, **settings)

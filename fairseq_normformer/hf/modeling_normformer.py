@@ -74,7 +74,7 @@ def layer_norm(config: NormFormerConfig, dim: int) -> nn.LayerNorm:
 
 
 class NormFormerAttention(nn.Module):
-    def __init__(self, config: NormFormerConfig, layer_idx: int):
+    def __init__(self, config: NormFormerConfig, layer_idx: int, scale_qkv: bool, scale_heads: bool):
         super().__init__()
         d = config.hidden_size
         self.layer_idx = layer_idx
@@ -82,19 +82,21 @@ class NormFormerAttention(nn.Module):
         self.q_proj, self.k_proj, self.v_proj = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
         self.out_proj = nn.Linear(d, d)
         # Table 5, "+3 More LN": LayerNorm on the projected queries, keys and values.
-        self.q_ln, self.k_ln, self.v_ln = [layer_norm(config, d) if config.scale_qkv else nn.Identity() for _ in "qkv"]
+        self.q_ln, self.k_ln, self.v_ln = [layer_norm(config, d) if scale_qkv else nn.Identity() for _ in "qkv"]
         # HeadScale, Eq. 3: MultiHead(Q, K, V) = Concat(γ_1 h_1, ..., γ_n h_n) W^O.
-        self.head_scale = nn.Parameter(torch.ones(self.num_heads)) if config.scale_heads else None
+        self.head_scale = nn.Parameter(torch.ones(self.num_heads)) if scale_heads else None
         self.head_scale_position = config.head_scale_position
 
     def forward(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
-        bsz, tgt_len, d = x.shape  # x: (B, T, C)
         q, k, v = (self._heads(ln(proj(x))) for proj, ln in
                    ((self.q_proj, self.q_ln), (self.k_proj, self.k_ln), (self.v_proj, self.v_ln)))  # fmt: skip
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, Dh)
-        y = y.transpose(1, 2).reshape(bsz, tgt_len, d)
+        return self._attend(q, k, v, mask)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+        """q: (B, H, T, Dh), k and v: (B, H, S, Dh) -> (B, T, C), through HeadScale and W^O."""
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).flatten(2)  # (B, T, C)
         if self.head_scale is None:
             return self.out_proj(y)
         if self.head_scale_position == "paper":  # γ_i on head i's output, before W^O
@@ -113,7 +115,7 @@ class NormFormerLayer(nn.Module):
         super().__init__()
         d, f = config.hidden_size, config.intermediate_size
         self.normalize_before = config.normalize_before
-        self.self_attn = NormFormerAttention(config, layer_idx)
+        self.self_attn = NormFormerAttention(config, layer_idx, config.scale_qkv, config.scale_heads)
         self.self_attn_layer_norm = layer_norm(config, d)
         self.attn_ln = layer_norm(config, d) if config.scale_attn else nn.Identity()  # Post-Attn LN
         self.fc1, self.fc2 = nn.Linear(d, f), nn.Linear(f, d)
@@ -123,7 +125,12 @@ class NormFormerLayer(nn.Module):
         self.final_layer_norm = layer_norm(config, d)
 
     def forward(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
-        x = self._sublayer(x, self.self_attn_layer_norm, lambda h: self.attn_ln(self.self_attn(h, mask, cache)))
+        return self._feed_forward_block(self._self_attention_block(x, mask, cache))
+
+    def _self_attention_block(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
+        return self._sublayer(x, self.self_attn_layer_norm, lambda h: self.attn_ln(self.self_attn(h, mask, cache)))
+
+    def _feed_forward_block(self, x: Tensor) -> Tensor:
         return self._sublayer(x, self.final_layer_norm, self._feed_forward, self.w_resid)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
@@ -154,6 +161,8 @@ class NormFormerPreTrainedModel(PreTrainedModel):
 class NormFormerModel(NormFormerPreTrainedModel):
     """Embeddings, layers and the final LayerNorm: hidden states (B, T, C)."""
 
+    layer_class = NormFormerLayer
+
     def __init__(self, config: NormFormerConfig):
         super().__init__(config)
         d, pad = config.hidden_size, config.pad_token_id
@@ -162,7 +171,7 @@ class NormFormerModel(NormFormerPreTrainedModel):
         learned = config.position_embedding_type == "learned"
         self.embed_positions = nn.Embedding(config.max_position_embeddings + pad + 1, d, padding_idx=pad) if learned else None
         self.layernorm_embedding = layer_norm(config, d) if config.layernorm_embedding else None
-        self.layers = nn.ModuleList(NormFormerLayer(config, i) for i in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(self.layer_class(config, i) for i in range(config.num_hidden_layers))
         self.layer_norm = layer_norm(config, d) if config.final_layer_norm else None
         self.post_init()
 
@@ -174,17 +183,22 @@ class NormFormerModel(NormFormerPreTrainedModel):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, past_key_values=None, **kwargs):
         """attention_mask (B, past + T), 1 at tokens; without one, padding is where input_ids is pad."""
+        x, mask = self._embed_with_mask(input_ids, attention_mask, token_type_ids, past_key_values)
+        for layer in self.layers:
+            x = layer(x, mask, past_key_values)
+        return BaseModelOutputWithPast(last_hidden_state=self._final_norm(x), past_key_values=past_key_values)
+
+    def _embed_with_mask(self, input_ids, attention_mask, token_type_ids, past_key_values):
+        """The embeddings (B, T, C) and the attention mask of the layers (B, 1, T, past + T)."""
         past = past_key_values.get_seq_length() if past_key_values is not None else 0
         if attention_mask is None:
             attention_mask = F.pad(input_ids.ne(self.config.pad_token_id), (past, 0), value=True)
         key_mask = attention_mask.bool()
         x = self._embed(input_ids, token_type_ids, key_mask)
-        mask = attention_mask_4d(key_mask, input_ids.size(1), self.config.causal)
-        for layer in self.layers:
-            x = layer(x, mask, past_key_values)
-        if self.layer_norm is not None:
-            x = self.layer_norm(x)
-        return BaseModelOutputWithPast(last_hidden_state=x, past_key_values=past_key_values)
+        return x, attention_mask_4d(key_mask, input_ids.size(1), self.config.causal)
+
+    def _final_norm(self, x: Tensor) -> Tensor:
+        return x if self.layer_norm is None else self.layer_norm(x)
 
     def _embed(self, input_ids: Tensor, token_type_ids: Optional[Tensor], key_mask: Tensor) -> Tensor:
         x = self.embed_tokens(input_ids)

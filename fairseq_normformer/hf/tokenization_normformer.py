@@ -4,7 +4,11 @@ shipped in every export directory.
 
 ``vocab.txt`` lists the dictionary's symbols in id order (``<s> <pad> </s> <unk>`` first, as fairseq).
 Causal LMs start a text with ``</s>`` (their bos_token: fairseq's LM data ends each line with it);
-encoders write ``<s> A </s>`` and ``<s> A </s> B </s>`` (BERT's [CLS] A [SEP] B [SEP]).
+encoders write ``<s> A </s>`` and ``<s> A </s> B </s>`` (BERT's [CLS] A [SEP] B [SEP]); translation
+sources are ``A </s>`` (no bos), as fairseq's translation data. A translation model trained without
+a joined dictionary has a second one, ``target_vocab.txt``: text is encoded with the source dictionary
+(with the target one inside ``text_target=``), and ids are decoded with the target dictionary, so that
+``decode()`` reads what the model generates.
 """
 import shutil
 from pathlib import Path
@@ -13,28 +17,41 @@ import sentencepiece as spm
 from transformers import PreTrainedTokenizer
 
 
+def read_dictionary(vocab_file):
+    """(symbols in id order, symbol -> id) of a vocab.txt, one symbol a line."""
+    symbols, ids = Path(vocab_file).read_text(encoding="utf-8").split("\n")[:-1], {}
+    for i, symbol in enumerate(symbols):
+        ids.setdefault(symbol, i)  # fairseq's Dictionary.index: the first id of a symbol
+    return symbols, ids
+
+
 class NormFormerTokenizer(PreTrainedTokenizer):
-    vocab_files_names = {"spm_file": "spm.model", "vocab_file": "vocab.txt"}
+    vocab_files_names = {"spm_file": "spm.model", "vocab_file": "vocab.txt", "target_vocab_file": "target_vocab.txt"}
     model_input_names = ["input_ids", "attention_mask"]
 
-    def __init__(self, spm_file, vocab_file, bos_token="</s>", eos_token="</s>", unk_token="<unk>",
-                 pad_token="<pad>", append_eos=False, **kwargs):  # fmt: skip
+    def __init__(self, spm_file, vocab_file, target_vocab_file=None, bos_token="</s>", eos_token="</s>",
+                 unk_token="<unk>", pad_token="<pad>", prepend_bos=True, append_eos=False, **kwargs):  # fmt: skip
         self.sp = spm.SentencePieceProcessor(model_file=str(spm_file))
-        self.spm_file, self.vocab_file = spm_file, vocab_file
-        self.symbols = Path(vocab_file).read_text(encoding="utf-8").split("\n")[:-1]
-        self.ids = {}
-        for i, symbol in enumerate(self.symbols):
-            self.ids.setdefault(symbol, i)  # fairseq's Dictionary.index: the first id of a symbol
-        self.append_eos = append_eos  # encoders: True
+        self.spm_file, self.vocab_file, self.target_vocab_file = spm_file, vocab_file, target_vocab_file
+        self.source_symbols, self.source_ids = read_dictionary(vocab_file)
+        self.target_symbols, self.target_ids = read_dictionary(target_vocab_file or vocab_file)  # decoding's
+        self.ids = self.source_ids  # encoding's: the target dictionary's inside text_target=
+        self.prepend_bos, self.append_eos = prepend_bos, append_eos  # translation sources: False, True
         super().__init__(bos_token=bos_token, eos_token=eos_token, unk_token=unk_token, pad_token=pad_token,
-                         append_eos=append_eos, **kwargs)  # fmt: skip
+                         prepend_bos=prepend_bos, append_eos=append_eos, **kwargs)  # fmt: skip
+
+    def _switch_to_input_mode(self):
+        self.ids = self.source_ids
+
+    def _switch_to_target_mode(self):
+        self.ids = self.target_ids
 
     @property
     def vocab_size(self) -> int:
-        return len(self.symbols)
+        return len(self.source_symbols)
 
     def get_vocab(self) -> dict:
-        return dict(self.ids)
+        return dict(self.source_ids)
 
     def _tokenize(self, text, **kwargs):
         return self.sp.encode(text, out_type=str)
@@ -43,27 +60,30 @@ class NormFormerTokenizer(PreTrainedTokenizer):
         return self.ids.get(token, self.ids[str(self.unk_token)])
 
     def _convert_id_to_token(self, index):
-        return self.symbols[index]
+        return self.target_symbols[index]
 
     def convert_tokens_to_string(self, tokens):
         return self.sp.decode_pieces(list(tokens))
 
     def build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
         end = [self.eos_token_id] if self.append_eos else []
-        ids = [self.bos_token_id] + token_ids_0 + end
+        ids = ([self.bos_token_id] if self.prepend_bos else []) + token_ids_0 + end
         return ids if token_ids_1 is None else ids + token_ids_1 + end
 
     def get_special_tokens_mask(self, token_ids_0, token_ids_1=None, already_has_special_tokens=False):
         if already_has_special_tokens:
             return super().get_special_tokens_mask(token_ids_0, token_ids_1, already_has_special_tokens=True)
         end = [1] if self.append_eos else []
-        mask = [1] + [0] * len(token_ids_0) + end
+        mask = ([1] if self.prepend_bos else []) + [0] * len(token_ids_0) + end
         return mask if token_ids_1 is None else mask + [0] * len(token_ids_1) + end
 
     def save_vocabulary(self, save_directory, filename_prefix=None):
         prefix = f"{filename_prefix}-" if filename_prefix else ""
         out = []
-        for source, name in ((self.spm_file, "spm.model"), (self.vocab_file, "vocab.txt")):
+        files = ((self.spm_file, "spm.model"), (self.vocab_file, "vocab.txt"), (self.target_vocab_file, "target_vocab.txt"))
+        for source, name in files:
+            if source is None:
+                continue
             target = Path(save_directory) / f"{prefix}{name}"
             if Path(source).resolve() != target.resolve():
                 shutil.copyfile(source, target)

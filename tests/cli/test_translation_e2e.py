@@ -1,11 +1,17 @@
 """normformer_transformer end to end: fairseq-train on a tiny parallel corpus (its logged parameter count
 against fairseq's own transformer plus the operations table's formula), fairseq-generate's sacrebleu BLEU,
-fairseq-interactive translating a sentence."""
+fairseq-interactive translating a sentence, normformer-export-hf's AutoModelForSeq2SeqLM translating as fairseq."""
 import re
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import sentencepiece as spm
+import torch
+from fairseq import checkpoint_utils
 from fairseq.data import Dictionary
+from fairseq.sequence_generator import SequenceGenerator
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from fairseq_normformer.modules.operations import OPERATIONS
 from tests.cli.test_e2e_lm import cli, json_records, logged_params
@@ -73,3 +79,38 @@ def test_interactive_translates_a_sentence(decoded):
     assert re.search(r"^S-0\t▁Return ▁the ▁number", stdout, flags=re.MULTILINE), stdout
     assert re.search(r"^H-0\t-?\d+\.\d+\t\S", stdout, flags=re.MULTILINE), stdout  # its pieces
     assert re.search(r"^D-0\t-?\d+\.\d+\t", stdout, flags=re.MULTILINE), stdout  # detokenized
+
+
+@torch.no_grad()
+def test_export_hf_translates_as_fairseq_greedy(trained, data_bin, tiny_lm_corpus, tmp_path):
+    """normformer-export-hf on the trained checkpoint: AutoTokenizer gives fairseq's source ids (pieces + </s>),
+    generate() greedy equals fairseq's SequenceGenerator with beam 1 token for token, decode() its text."""
+    out = tmp_path / "hf"
+    result = cli([sys.executable, "-m", "fairseq_normformer.cli.export_hf", trained[1], out,
+                  "--spm-model", tiny_lm_corpus.spm_model])  # fmt: skip
+    assert f"wrote {out}" in result.stderr
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(trained[1])])
+    model, src_dict, tgt_dict = models[0].eval(), task.source_dictionary, task.target_dictionary
+    tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)
+    hf = AutoModelForSeq2SeqLM.from_pretrained(out, trust_remote_code=True).eval()
+
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_lm_corpus.spm_model))
+    lines = (data_bin.parent / "raw" / f"test.{SRC}").read_text(encoding="utf-8").splitlines()[:4]
+    texts = ["Return the number of items in the list."] + [sp.decode(line.split()) for line in lines]
+    batch = tokenizer(texts, padding=True, return_tensors="pt")  # right padding
+    for row, text in enumerate(texts):
+        pieces = " ".join(sp.encode(text, out_type=str))
+        expected = src_dict.encode_line(pieces, add_if_not_exist=False, append_eos=True).tolist()
+        assert batch["input_ids"][row][batch["attention_mask"][row].bool()].tolist() == expected
+
+    new = 12
+    generated = hf.generate(**batch, max_new_tokens=new, do_sample=False)
+    src_lengths = batch["attention_mask"].sum(dim=1)
+    generator = SequenceGenerator([model], tgt_dict, beam_size=1, max_len_a=0, max_len_b=new)
+    hypos = generator.generate([model], {"net_input": {"src_tokens": batch["input_ids"], "src_lengths": src_lengths}})
+    for row, hypo in enumerate(hypos):
+        ours = hypo[0]["tokens"].tolist()
+        theirs = generated[row, 1:].tolist()
+        theirs = theirs[: theirs.index(tgt_dict.eos()) + 1] if tgt_dict.eos() in theirs else theirs
+        assert theirs == ours[: len(theirs)] and (len(theirs) == new or theirs[-1] == tgt_dict.eos()), (ours, theirs)
+        assert tokenizer.decode(theirs, skip_special_tokens=True) == tgt_dict.string(hypo[0]["tokens"], "sentencepiece")

@@ -19,9 +19,9 @@ ATOL = 1e-5
 ALL_OPERATIONS = ["--scale-qkv", "--scale-heads", "--scale-attn", "--scale-fc", "--scale-resids"]
 
 
-def exported(model, dictionary, out_dir, auto_class):
+def exported(model, dictionary, out_dir, auto_class, target_dictionary=None):
     """Export ``model`` into ``out_dir`` and load it back with ``auto_class`` (trust_remote_code)."""
-    to_normformer_hf_model(model, dictionary).save_pretrained(out_dir)
+    to_normformer_hf_model(model, dictionary, target_dictionary).save_pretrained(out_dir)
     copy_modeling_code(out_dir)
     return auto_class.from_pretrained(out_dir, trust_remote_code=True).eval()
 
