@@ -54,14 +54,14 @@ def encode_pieces(model: Path, raw: Path, out: Path) -> int:
     return n_pieces
 
 
-def fairseq_preprocess(prefix: Path, dest: Path, workers: int, language_args: Sequence[str]):
-    """fairseq-preprocess of ``prefix``/{train,valid,test}; the dictionaries come from the train split
-    alone. ``language_args``: ``--only-source`` (files ``train.txt``, ...) or ``--source-lang en
-    --target-lang de ...`` (files ``train.en``, ``train.de``, ...)."""
+def fairseq_preprocess(pieces_dir: Path, dest: Path, workers: int, language_args: Sequence[str], suffix=""):
+    """fairseq-preprocess of ``pieces_dir``/{train,valid,test}``suffix``; the dictionaries come from the
+    train split alone. ``language_args``: ``--only-source`` (with suffix ``.txt``: ``train.txt``, ...)
+    or ``--source-lang en --target-lang de ...`` (fairseq adds the suffixes: ``train.en``, ...)."""
     cmd = [sys.executable, "-m", "fairseq_cli.preprocess", *language_args, "--destdir", str(dest),
            "--workers", str(workers), "--dataset-impl", "mmap"]  # fmt: skip
     for split, flag in zip(SPLITS, ("--trainpref", "--validpref", "--testpref")):
-        cmd += [flag, str(prefix / split)]
+        cmd += [flag, str(pieces_dir / f"{split}{suffix}")]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"fairseq-preprocess failed ({' '.join(cmd)}):\n{result.stdout}\n{result.stderr}")
