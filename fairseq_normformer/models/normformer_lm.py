@@ -26,7 +26,7 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.utils import safe_getattr
 from omegaconf import II
 
-from ..modules import LayerConfig, NormFormerDecoderLayer, resolve_layernorm_impl
+from ..modules import LayerConfig, NormFormerCrossAttentionDecoderLayer, NormFormerDecoderLayer, resolve_layernorm_impl
 from ..modules.layer_config import ACTIVATIONS
 from ..modules.operations import OPERATIONS
 from ..modules.positions import count_positions_per_row
@@ -46,20 +46,23 @@ class NormFormerLanguageModelConfig(NormFormerOptions, TransformerLanguageModelC
 
 
 class NormFormerDecoder(TransformerDecoderBase):
-    def __init__(self, args, dictionary, embed_tokens):
+    """The LM's decoder, and with ``no_encoder_attn=False`` an encoder-decoder's (normformer_transformer)."""
+
+    def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=True):
         cfg = TransformerConfig.from_namespace(args)
         cfg.decoder.normalize_before = not args.post_ln  # also decides the final LayerNorm
         layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
         self.layer_cfg = LayerConfig.from_model_cfg(
             args, "decoder", normalize_before=not args.post_ln, causal=True, layernorm_impl=layernorm_impl
         )
-        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=True)
+        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
         if self.embed_positions is not None:  # left-padded prompts: see modules/positions.py
             count_positions_per_row(self.embed_positions)
         logger.info(f"NormFormer decoder layers: {self.layer_cfg}")
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
-        layer = NormFormerDecoderLayer(self.layer_cfg)
+        layer_class = NormFormerDecoderLayer if no_encoder_attn else NormFormerCrossAttentionDecoderLayer
+        layer = layer_class(self.layer_cfg)
         if cfg.checkpoint_activations:
             layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
         return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)

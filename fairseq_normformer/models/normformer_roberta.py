@@ -8,7 +8,6 @@ its inverse); the NormFormer switches are read from the model's own args (never 
 TransformerConfig, which drops keys it does not declare).
 """
 import logging
-from dataclasses import fields
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
@@ -22,7 +21,7 @@ from omegaconf import OmegaConf
 
 from ..modules import LayerConfig, NormFormerEncoderLayer, resolve_layernorm_impl
 from .normformer_lm import normformer_operations
-from .options import NormFormerOptions, add_normformer_args
+from .options import add_normformer_args, fill_option_defaults
 
 logger = logging.getLogger(__name__)
 
@@ -81,25 +80,29 @@ class NormFormerRobertaModel(RobertaModel):
 # `--arch normformer_roberta` is fairseq's roberta_base (Post-LN); `preln_roberta_*` are the
 # paper's Pre-LN baselines and `normformer_roberta_*` the same with the NormFormer operations.
 # ---------------------------------------------------------------------------------------------
-def layer_norm_placement(args, post_ln: bool):
-    """Fill ``--post-ln`` (``post_ln`` if unset) and fairseq's ``--encoder-normalize-before``, its
-    inverse, which TransformerEncoder reads (final LayerNorm) and users may pass instead."""
-    ours, theirs = safe_getattr(args, "post_ln"), safe_getattr(args, "encoder_normalize_before")
-    if ours is not None and theirs is not None and ours == theirs:
-        raise ValueError(
-            f"--post-ln is {ours} but --encoder-normalize-before (its inverse: Pre-LN) is {theirs}; pass one of them"
-        )
-    if ours is None:
-        ours = post_ln if theirs is None else not theirs
-    args.post_ln, args.encoder_normalize_before = ours, not ours
+def layer_norm_placement(args, post_ln: bool, sides=("encoder",)):
+    """Fill ``--post-ln`` (``post_ln`` if unset) and fairseq's ``--{side}-normalize-before`` of each side, its
+    inverse, which fairseq's encoder and decoder read (final LayerNorm) and users may pass instead."""
+    ours = safe_getattr(args, "post_ln")
+    for side in sides:
+        theirs = safe_getattr(args, f"{side}_normalize_before")
+        if ours is not None and theirs is not None and ours == theirs:
+            raise ValueError(
+                f"--post-ln is {ours} but --{side}-normalize-before (its inverse: Pre-LN) is {theirs}; "
+                "pass one of them"
+            )
+        if ours is None and theirs is not None:
+            ours = not theirs
+    ours = post_ln if ours is None else ours
+    args.post_ln = ours
+    for side in sides:
+        setattr(args, f"{side}_normalize_before", not ours)
 
 
 @register_model_architecture("normformer_roberta", "normformer_roberta")
 def base_architecture(args):
     layer_norm_placement(args, post_ln=True)  # fairseq's roberta_base is Post-LN
-    for option in fields(NormFormerOptions):
-        if not option.name.startswith("_"):
-            setattr(args, option.name, safe_getattr(args, option.name, option.default))
+    fill_option_defaults(args)
     roberta_base_architecture(args)  # 12 layers, 768, 12 heads, FFN 3072, learned positions, GELU
 
 

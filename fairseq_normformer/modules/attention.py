@@ -1,5 +1,6 @@
 """Multi-head self-attention through ``F.scaled_dot_product_attention``, with the two NormFormer
 operations that act inside it: HeadScale (Eq. 3) and LayerNorm on q, k, v (Table 5)."""
+from dataclasses import replace
 from typing import Dict, Optional
 
 import torch
@@ -47,22 +48,21 @@ class SelfAttention(nn.Module):
         causal: bool = False,
         incremental_state: Optional[IncrementalState] = None,
     ) -> Tensor:
-        tgt_len, bsz, embed_dim = x.shape  # x: (T, B, C)
+        tgt_len = x.size(0)  # x: (T, B, C)
         q = self._split_heads(self.q_ln(self.q_proj(x)))  # (B, H, T, Dh)
         k = self._split_heads(self.k_ln(self.k_proj(x)))
         v = self._split_heads(self.v_ln(self.v_proj(x)))
         if incremental_state is not None:
             k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
         mask = _attention_mask(tgt_len, k.size(2), key_padding_mask, causal, x.device)
-        y = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=mask,
-            dropout_p=self.dropout if self.training else 0.0,
-            is_causal=causal and mask is None and tgt_len > 1,
-        )  # (B, H, T, Dh)
-        y = y.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim)  # (T, B, C)
+        return self._attend(q, k, v, mask, is_causal=causal and mask is None and tgt_len > 1)
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor], is_causal: bool) -> Tensor:
+        """q: (B, H, T, Dh), k and v: (B, H, S, Dh) -> (T, B, C), through HeadScale and W^O."""
+        bsz, _, tgt_len, _ = q.shape
+        dropout_p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p, is_causal=is_causal)
+        y = y.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.num_heads * self.head_dim)  # (T, B, C)
         return self._output_projection(y)
 
     # Named probe points for instrumentation (instrumentation/activations.py): the modules whose
@@ -115,6 +115,38 @@ class SelfAttention(nn.Module):
                 cache[key] = value.index_select(0, new_order)
         self.set_incremental_state(incremental_state, "attn_state", cache)
         return incremental_state
+
+
+class EncoderAttention(SelfAttention):
+    """The decoder's attention to the encoder output (fairseq's ``encoder_attn``): queries from the decoder,
+    keys and values from the encoder, computed once per source and cached for incremental decoding.
+    HeadScale here is ``--scale-enc-heads``, our extension (not in the paper); no QKV LN."""
+
+    def __init__(self, cfg: LayerConfig):
+        super().__init__(replace(cfg, scale_qkv=False, scale_heads=cfg.scale_enc_heads))
+
+    def forward(
+        self,
+        x: Tensor,
+        encoder_out: Tensor,
+        encoder_padding_mask: Optional[Tensor] = None,
+        incremental_state: Optional[IncrementalState] = None,
+    ) -> Tensor:
+        """x: (T, B, C); encoder_out: (S, B, C); encoder_padding_mask: (B, S), True at padding."""
+        q = self._split_heads(self.q_proj(x))
+        k, v = self._encoder_keys_values(encoder_out, incremental_state)
+        # True = may attend; a source sentence always has a token, so no row is all padding.
+        mask = None if encoder_padding_mask is None else ~encoder_padding_mask.bool()[:, None, None, :]
+        return self._attend(q, k, v, mask, is_causal=False)
+
+    def _encoder_keys_values(self, encoder_out: Tensor, incremental_state: Optional[IncrementalState]):
+        cache = self._get_input_buffer(incremental_state) if incremental_state is not None else {}
+        if "prev_key" in cache:  # static: the encoder output does not change between decoding steps
+            return cache["prev_key"], cache["prev_value"]
+        k, v = self._split_heads(self.k_proj(encoder_out)), self._split_heads(self.v_proj(encoder_out))
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "attn_state", {"prev_key": k, "prev_value": v})
+        return k, v
 
 
 def _append_padding(prev: Optional[Tensor], new: Optional[Tensor], prev_len: int, k: Tensor):

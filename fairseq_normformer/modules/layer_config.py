@@ -3,7 +3,9 @@ from dataclasses import dataclass, make_dataclass
 
 from fairseq import utils
 
-from .operations import OPERATIONS
+from .operations import ENCODER_ATTENTION_OPERATIONS, OPERATIONS
+
+LAYER_SWITCHES = OPERATIONS + ENCODER_ATTENTION_OPERATIONS  # the encoder-attention ones act in cross-attention layers only
 
 HEAD_SCALE_POSITIONS = ["paper", "after_wo"]
 # fairseq's get_activation_fn knows relu_squared (the authors' 2.7B NormFormer) but does not list it.
@@ -12,7 +14,7 @@ ACTIVATIONS = utils.get_available_activation_fns() + ["relu_squared"]
 
 # One keyword-only boolean per row of the operations table (Fig. 1 and Table 5): scale_attn, ...
 OperationSwitches = make_dataclass(
-    "OperationSwitches", [(op.field, bool, False) for op in OPERATIONS], kw_only=True
+    "OperationSwitches", [(op.field, bool, False) for op in LAYER_SWITCHES], kw_only=True
 )
 
 
@@ -65,5 +67,5 @@ class LayerConfig(OperationSwitches):
             causal=causal,
             head_scale_position=get("head_scale_position", "paper"),
             layernorm_impl=layernorm_impl,
-            **{op.field: bool(get(op.field, False)) for op in OPERATIONS},
+            **{op.field: bool(get(op.field, False)) for op in LAYER_SWITCHES},
         )

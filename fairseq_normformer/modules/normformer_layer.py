@@ -60,14 +60,17 @@ class NormFormerLayer(nn.Module):
     # -- forward --
     def forward(self, x: Tensor, padding_mask: Optional[Tensor] = None, incremental_state=None) -> Tensor:
         """x: (T, B, C); padding_mask: (B, T), True at padding."""
+        return self.feed_forward_block(self.self_attention_block(x, padding_mask, incremental_state))
 
+    def self_attention_block(self, x: Tensor, padding_mask: Optional[Tensor], incremental_state) -> Tensor:
         def attention(h):
             h = self.self_attn(h, padding_mask, self.causal, incremental_state)
             return self.attn_ln(h)
 
-        x = self._sublayer(x, self.self_attn_layer_norm, attention)
-        x = self._sublayer(x, self.final_layer_norm, self.feed_forward, self.w_resid)
-        return x
+        return self._sublayer(x, self.self_attn_layer_norm, attention)
+
+    def feed_forward_block(self, x: Tensor) -> Tensor:
+        return self._sublayer(x, self.final_layer_norm, self.feed_forward, self.w_resid)
 
     def feed_forward(self, x: Tensor) -> Tensor:
         x = self.fc1(x)  # (T, B, F)

@@ -97,6 +97,25 @@ POST_LN = Operation(
 )  # fmt: skip
 SWITCHES = OPERATIONS + (POST_LN,)  # every boolean layer option of the command line
 
+# Our extension, NOT in the paper: NormFormer's attention operations on the decoder's encoder attention
+# (normformer_transformer only; the paper has no encoder-decoder). Off in every preset.
+ENCODER_ATTENTION_OPERATIONS = (
+    Operation(
+        "Enc-Attn HeadScale", "our extension of Eq. 3, not in the paper", "scale_enc_heads",
+        params=("encoder_attn.head_scale",), per_layer="H", follows="encoder_attn.v_proj", in_fairseq=False,
+        code="`EncoderAttention.head_scale`",
+        help="our extension, not in the paper: HeadScale (Eq. 3) on the decoder's encoder attention "
+        "(--head-scale-position applies)",
+    ),
+    Operation(
+        "Post-Enc-Attn LN", "our extension of Fig. 1, not in the paper", "scale_enc_attn", params=_ln("enc_attn_ln"),
+        per_layer="2d", follows="encoder_attn.out_proj", in_fairseq=False,
+        code="`NormFormerCrossAttentionDecoderLayer.enc_attn_ln`",
+        help="our extension, not in the paper: LayerNorm on the decoder's encoder-attention output, "
+        "before the residual add",
+    ),
+)  # fmt: skip
+
 # The baseline layer's modules in data-flow order (fairseq's TransformerDecoderLayer names).
 BASELINE_MODULES = (
     "self_attn_layer_norm",
@@ -143,14 +162,18 @@ def added_gammas() -> dict:
     return {op.gamma: op.gamma_label for op in OPERATIONS if op.gamma is not None}
 
 
-def markdown_table() -> str:
-    """The "Where each operation lives" table of docs/model.md."""
+def markdown_table(rows=SWITCHES) -> str:
+    """The "Where each operation lives" table of docs/model.md; with ``rows=ENCODER_ATTENTION_OPERATIONS``
+    the encoder-attention extension's table of docs/translation.md (a decoder layer's parameters)."""
     lines = [
         "| paper | flag | code | parameters in a layer | per layer | fairseq's names | `normformer_*` presets |",
         "|---|---|---|---|---|---|---|",
-        "| Pre-LN baseline (Fig. 1, left) | (default) | `NormFormerLayer._sublayer`: `x + f(LN(x))` | — | 0 | — | on |",
     ]
-    for op in SWITCHES:
+    if rows is SWITCHES:
+        lines.append(
+            "| Pre-LN baseline (Fig. 1, left) | (default) | `NormFormerLayer._sublayer`: `x + f(LN(x))` | — | 0 | — | on |"
+        )
+    for op in rows:
         params = ", ".join(f"`{p}`" for p in op.params) or "—"
         theirs = _fairseq_names(op)
         lines.append(

@@ -70,7 +70,7 @@ def model_parser_actions(task, arch, flags=()):
 
 @pytest.mark.parametrize(
     "task, arch", [("language_modeling", "normformer_lm"), ("masked_lm", "normformer_roberta"),
-                   ("masked_lm", "normformer_bert")]
+                   ("masked_lm", "normformer_bert"), ("translation", "normformer_transformer")]
 )  # fmt: skip
 def test_every_model_declares_every_row_with_its_help(task, arch):
     actions = model_parser_actions(task, arch)
