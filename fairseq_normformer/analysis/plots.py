@@ -97,3 +97,19 @@ def plot_time_to_target(baseline: TrainingLog, candidate: TrainingLog, result: T
         ax.legend()
     axes[0].set_ylabel("validation perplexity")
     return _save(fig, path)
+
+
+def plot_init_grads(runs: Dict[str, Dict[str, Dict[int, float]]], path, param: str = "fc2.weight") -> Path:
+    """Xiong et al.'s Fig. 3: ||grad|| of one parameter per layer at initialization, one panel per
+    stack (encoder, decoder), one line per run (log scale)."""
+    stacks = list(dict.fromkeys(stack for by_stack in runs.values() for stack in by_stack))
+    fig, axes = plt.subplots(1, len(stacks), figsize=(4.5 * len(stacks), 3.6), sharey=True, squeeze=False)
+    for ax, stack in zip(axes[0], stacks):
+        for label, by_stack in runs.items():
+            if stack in by_stack:
+                layers = sorted(by_stack[stack])
+                ax.plot([layer + 1 for layer in layers], [by_stack[stack][k] for k in layers], marker="o", label=label)
+        ax.set(title=stack, xlabel="layer", yscale="log")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(f"||grad {param}|| at init")
+    return _save(fig, path)

@@ -203,7 +203,7 @@ def _build(tmp: Path, settings: dict, workers: int) -> dict:
     pieces = encode_splits(tmp, [f"{split}.txt" for split in SPLITS])
     for split in SPLITS:
         stats[split]["pieces"] = pieces[f"{split}.txt"]
-    fairseq_preprocess(tmp / "pieces", paths.data_bin, workers, ["--only-source"], suffix=".txt")
+    fairseq_preprocess(tmp / "pieces", paths.data_bin, workers, ["--only-source"], ".txt")
     return {**stats, **vocabulary_sizes(paths, "dict.txt")}
 
 
