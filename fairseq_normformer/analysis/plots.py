@@ -113,3 +113,16 @@ def plot_init_grads(runs: Dict[str, Dict[str, Dict[int, float]]], path, param: s
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel(f"||grad {param}|| at init")
     return _save(fig, path)
+
+
+def plot_bleu_curves(runs: Dict[str, TrainingLog], path) -> Path:
+    """Xiong et al.'s Fig. 2 layout: validation BLEU against updates, one line per run."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for label, log in runs.items():
+        points = [(r["num_updates"], r["bleu"]) for r in log.valid if "bleu" in r]
+        if not points:
+            raise ValueError(f"run {label!r} ({log.path}) has no validation BLEU (train with --eval-bleu)")
+        ax.plot(*zip(*points), marker="o", label=label)
+    ax.set(xlabel="update", ylabel="validation BLEU (sacrebleu)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)

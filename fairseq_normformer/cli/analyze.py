@@ -11,6 +11,7 @@
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
     normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
     normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
+    normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
 """
 import argparse
 import json
@@ -26,6 +27,7 @@ from fairseq_normformer.analysis.grad_curves import grad_ratios, read_grad_norms
 from fairseq_normformer.runs.lr_stability import read_result, run_lr_stability  # noqa: E402
 from fairseq_normformer.instrumentation.init_grads import build_at_init, init_grad_norms  # noqa: E402
 from fairseq_normformer.analysis.plots import (  # noqa: E402
+    plot_bleu_curves,
     plot_gammas,
     plot_grad_norms,
     plot_init_grads,
@@ -42,7 +44,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     ppl_rows,
 )
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
-from fairseq_normformer.analysis.training_log import read_training_log  # noqa: E402
+from fairseq_normformer.analysis.training_log import read_generate_bleu, read_training_log  # noqa: E402
 
 
 TAKES_TRAIN_ARGS = ("lr-stability", "init-grads")
@@ -170,6 +172,22 @@ def init_grads_plot(args):
     print(_write(out / "init_grads.md", f"{title}\n\n{table}"))
 
 
+def bleu_table(args):
+    runs = {label: read_training_log(Path(path) / "train.log") for label, path in args.run}
+    out = Path(args.out_dir)
+    print(plot_bleu_curves(runs, out / "bleu.png"))
+    rows = []
+    for label, path in args.run:
+        valid = [r for r in runs[label].valid if "bleu" in r]
+        if not valid:
+            raise ValueError(f"{path}/train.log has no validation BLEU (train with --eval-bleu)")
+        test = read_generate_bleu(Path(path) / "generate_test.log")["bleu"]
+        rows.append([label, valid[-1]["num_updates"], valid[0]["bleu"], valid[-1]["bleu"], max(r["bleu"] for r in valid), test])
+    headers = ["Run", "Updates", "Valid BLEU, epoch 1", "Valid BLEU, last epoch", "Best valid BLEU",
+               "Test BLEU (best checkpoint)"]  # fmt: skip
+    print(_write(out / "bleu.md", markdown_table(headers, rows)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normformer-analyze", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -246,6 +264,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=init-grads JSON (repeat)")
     p.add_argument("--out-dir", required=True)
     p.set_defaults(func=init_grads_plot)
+
+    p = commands.add_parser("bleu-table", help="Xiong et al.: validation BLEU against updates, and test BLEU")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=directory with train.log (fairseq-train --eval-bleu) and generate_test.log")  # fmt: skip
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=bleu_table)
     return parser
 
 
