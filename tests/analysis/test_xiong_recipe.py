@@ -32,7 +32,7 @@ def test_four_runs_with_xiong_settings(scale, tmp_path):
         assert args.save_dir == str(tmp_path / run / "checkpoints")
         assert (args.post_ln, args.scale_attn and args.scale_fc and args.scale_heads) == MODELS[model]
         assert args.lr == [lr] and args.lr_scheduler == "inverse_sqrt_any_warmup" and args.share_all_embeddings
-        assert args.warmup_updates == (warmup if scale == "paper" or warmup == 0 else 300)
+        assert args.warmup_updates == (warmup if scale == "paper" or warmup == 0 else 100)
         assert args.eval_bleu and '"lenpen": 1.2' in args.eval_bleu_args and args.best_checkpoint_metric == "bleu"
         assert (args.encoder_layers, args.decoder_layers) == (6, 6)
         assert args.encoder_embed_dim == (512 if scale == "paper" else 64)
