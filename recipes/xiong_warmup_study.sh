@@ -11,38 +11,22 @@
 # paper: IWSLT14 De-En as fairseq's examples/translation/prepare-iwslt14.sh prepares it (a download on your
 #        side), binarized with fairseq-preprocess --joined-dictionary; DATA=that directory. EPOCHS (default 50).
 # tiny:  the gettext corpus (normformer-build-corpus --format translation, en-de, English messages of at most
-#        8 words) and 6+6 layers of width 64, the four single-threaded runs at once, EPOCHS (default 2),
+#        8 words) and 6+6 layers of width 64, single-threaded runs JOBS at a time (default 2), EPOCHS (default 2),
 #        TINY_WARMUP (default 100 of about 440 updates) in place of 4000.
 # Writes OUT_DIR/bleu.md, OUT_DIR/bleu.png, OUT_DIR/init_grads.{md,png}; every command goes to
 # OUT_DIR/commands.sh; DRY_RUN=1 prints them; finished runs are reused (recipes/_run_dir.sh).
-set -euo pipefail
-
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PY:-$REPO/.venv/bin/python}"
-BIN="$(dirname "$PY")"
-USER_DIR="$REPO/fairseq_normformer"
-RECIPE="$(basename "$0" .sh)"
-SCALE="${1:-paper}"
-case "$SCALE" in
-  paper | tiny) ;;
-  *) echo "usage: $0 [paper|tiny] [OUT_DIR]" >&2; exit 2 ;;
-esac
-OUT="$(mkdir -p "${2:-$REPO/work/recipes/$RECIPE-$SCALE}" && cd "${2:-$REPO/work/recipes/$RECIPE-$SCALE}" && pwd)"
-source "$REPO/recipes/_run_dir.sh"
+source "$(dirname "$0")/_lm_common.sh"  # REPO, PY, BIN, USER_DIR, SCALE, OUT, run-directory convention, log, wait_runs
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's commands (python -m), not an installed copy
 ANALYZE=("$PY" -m fairseq_normformer.cli.analyze)
 paper_settings --table xiong
-log() { echo "[$RECIPE $SCALE] $*" >&2; }
 
 if [ "$SCALE" = paper ]; then
   : "${DATA:?set DATA to IWSLT14 de-en binarized with fairseq-preprocess --joined-dictionary (docs/translation.md)}"
   LANGS=(-s de -t en)
   BLEU_ARGS=(--eval-bleu-detok moses --eval-bleu-remove-bpe)  # prepare-iwslt14.sh: Moses tokens, subword-nmt BPE
   GENERATE_ARGS=(--remove-bpe --batch-size 128)
-  SCALE_ARGS=(--max-epoch "${EPOCHS:-50}" --keep-last-epochs 1)
-  JOBS="${JOBS:-1}"
+  SCALE_ARGS=(--max-epoch "${EPOCHS:-50}")
 else
-  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
   CORPUS="$REPO/work/recipes/corpus-gettext-en-de-v2000-w8"
   run "$PY" -m fairseq_normformer.cli.build_corpus --out "$CORPUS" --format translation --source-lang en \
     --target-lang de --vocab-size 2000 --max-words 8 >&2
@@ -54,21 +38,12 @@ else
     --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 --decoder-attention-heads 4 --max-tokens 2048
     --max-source-positions 64 --max-target-positions 64 --skip-invalid-size-inputs-valid-test --max-valid-steps 4 --batch-size-valid 64 --cpu --num-workers 0)
   XIONG_WARMUP[postln_warmup]="${TINY_WARMUP:-100}"
-  JOBS="${JOBS:-4}"
 fi
 
 # fairseq-train arguments of one run but its schedule (the data directory first); later flags win
 model_args() {
   MODEL=("$DATA" --task translation "${LANGS[@]}" --share-all-embeddings --arch "${XIONG_ARCH[$1]}"
     "${XIONG_TRAIN[@]}" --lr "${XIONG_LR[$1]}" --seed 1 "${SCALE_ARGS[@]}" --user-dir "$USER_DIR")
-}
-
-PIDS=()
-wait_runs() {
-  local pid status=0
-  for pid in "${PIDS[@]}"; do wait "$pid" || status=1; done
-  PIDS=()
-  return $status
 }
 
 # train_and_test RUN: fairseq-train (validation BLEU each epoch), then fairseq-generate on test
