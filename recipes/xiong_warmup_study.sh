@@ -11,8 +11,9 @@
 # paper: IWSLT14 De-En as fairseq's examples/translation/prepare-iwslt14.sh prepares it (a download on your
 #        side), binarized with fairseq-preprocess --joined-dictionary; DATA=that directory. EPOCHS (default 50).
 # tiny:  the gettext corpus (normformer-build-corpus --format translation, en-de, English messages of at most
-#        8 words) and 6+6 layers of width 64, single-threaded runs JOBS at a time (default 2), EPOCHS (default 2),
-#        TINY_WARMUP (default 100 of about 440 updates) in place of 4000.
+#        8 words) and 6+6 layers of width 64, single-threaded runs JOBS at a time (default 2), EPOCHS (default 1,
+#        about 220 updates; validation BLEU also every 50 updates),
+#        TINY_WARMUP (default 100) in place of 4000.
 # Writes OUT_DIR/bleu.md, OUT_DIR/bleu.png, OUT_DIR/init_grads.{md,png}; every command goes to
 # OUT_DIR/commands.sh; DRY_RUN=1 prints them; finished runs are reused (recipes/_run_dir.sh).
 source "$(dirname "$0")/_lm_common.sh"  # REPO, PY, BIN, USER_DIR, SCALE, OUT, run-directory convention, log, wait_runs
@@ -34,7 +35,7 @@ else
   LANGS=(-s en -t de)
   BLEU_ARGS=(--eval-bleu-detok space --eval-bleu-remove-bpe sentencepiece)
   GENERATE_ARGS=(--remove-bpe sentencepiece --batch-size 64 --cpu --skip-invalid-size-inputs-valid-test)
-  SCALE_ARGS=(--max-epoch "${EPOCHS:-2}" --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 128
+  SCALE_ARGS=(--max-epoch "${EPOCHS:-1}" --validate-interval-updates 50 --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 128
     --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 --decoder-attention-heads 4 --max-tokens 2048
     --max-source-positions 64 --max-target-positions 64 --skip-invalid-size-inputs-valid-test --max-valid-steps 4 --batch-size-valid 64 --cpu --num-workers 0)
   XIONG_WARMUP[postln_warmup]="${TINY_WARMUP:-100}"

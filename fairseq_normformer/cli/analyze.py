@@ -183,7 +183,7 @@ def bleu_table(args):
             raise ValueError(f"{path}/train.log has no validation BLEU (train with --eval-bleu)")
         test = read_generate_bleu(Path(path) / "generate_test.log")["bleu"]
         rows.append([label, valid[-1]["num_updates"], valid[0]["bleu"], valid[-1]["bleu"], max(r["bleu"] for r in valid), test])
-    headers = ["Run", "Updates", "Valid BLEU, epoch 1", "Valid BLEU, last epoch", "Best valid BLEU",
+    headers = ["Run", "Updates", "Valid BLEU, first validation", "Valid BLEU, last", "Best valid BLEU",
                "Test BLEU (best checkpoint)"]  # fmt: skip
     print(_write(out / "bleu.md", markdown_table(headers, rows)))
 
