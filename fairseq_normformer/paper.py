@@ -60,6 +60,37 @@ TABLES = {
 }
 
 
+# Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture"), IWSLT14 De-En (Sec. 4.1):
+# 6+6 layers, d 512, FFN 1024, 4 heads; Adam (0.9, 0.98), label smoothing 0.1, dropout 0.1, 4096 tokens a
+# batch; Post-LN with inverse-sqrt warmup over 4000 updates at lr_max 5e-4, the warmup-free runs at
+# lr_t = 5e-4 / sqrt(t); BLEU with beam 5, length penalty 1.2. run name -> (model, lr, warmup updates)
+XIONG_RUNS = {
+    "postln_warmup": ("postln", 5e-4, 4000),
+    "postln_no_warmup": ("postln", 5e-4, 0),
+    "preln_no_warmup": ("preln", 5e-4, 0),
+    "normformer_no_warmup": ("normformer", 5e-4, 0),
+}
+XIONG_TRAIN = ("--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
+               "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1",
+               "--max-tokens", "4096", "--lr-scheduler", "inverse_sqrt_any_warmup")  # fmt: skip
+XIONG_BEAM = ("--beam", "5", "--lenpen", "1.2")
+
+
+def xiong_shell_lines(preset_suffix: str = "iwslt_de_en") -> list:
+    """bash assignments (for ``eval``) of Xiong et al.'s warmup study: XIONG_RUNS (names in order),
+    XIONG_ARCH/LR/WARMUP keyed by run name, XIONG_TRAIN and XIONG_BEAM."""
+    keyed = {
+        "ARCH": {run: f"{model}_transformer_{preset_suffix}" for run, (model, _, _) in XIONG_RUNS.items()},
+        "LR": {run: lr_text(lr) for run, (_, lr, _) in XIONG_RUNS.items()},
+        "WARMUP": {run: str(warmup) for run, (_, _, warmup) in XIONG_RUNS.items()},
+    }
+    lines = [f"XIONG_RUNS=({' '.join(XIONG_RUNS)})", f"XIONG_TRAIN=({shlex.join(XIONG_TRAIN)})",
+             f"XIONG_BEAM=({shlex.join(XIONG_BEAM)})"]  # fmt: skip
+    for name, by_run in keyed.items():
+        lines.append(f"declare -gA XIONG_{name}=({' '.join(f'[{k}]={shlex.quote(v)}' for k, v in by_run.items())})")
+    return lines
+
+
 def update_freq(tokens_per_update: int, world_size: int, batch_size: int, tokens_per_sample: int) -> int:
     """--update-freq such that world size x --batch-size x --tokens-per-sample x --update-freq equals
     the tokens per update exactly; an error when no whole number does."""
@@ -139,7 +170,8 @@ def shell_lines(runs: list) -> list:
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="normformer-paper-settings", description=__doc__.split("\n\n")[0])
-    p.add_argument("--table", required=True, choices=list(TABLES), help="paper table ('figs': Figures 2-5)")
+    p.add_argument("--table", required=True, choices=[*TABLES, "xiong"],
+                   help="paper table ('figs': Figures 2-5; 'xiong': Xiong et al.'s warmup study, shell format)")
     p.add_argument("--size", action="append", choices=[*SIZES, *PRESET_SIZES],
                    help="125M or gpt3_small, ...; repeatable; default: the table's sizes")
     p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
@@ -152,6 +184,9 @@ def get_parser() -> argparse.ArgumentParser:
 
 def main(argv=None):
     args = get_parser().parse_args(argv)
+    if args.table == "xiong":
+        print("\n".join(xiong_shell_lines()))
+        return
     sizes = args.size or list(TABLES[args.table]["sizes"])
     try:
         runs = [settings(args.table, size, model, args.world_size, args.batch_size, args.tokens_per_sample)

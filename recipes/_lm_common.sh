@@ -1,4 +1,5 @@
-# Shared by the causal-LM recipes (Tables 3, 5, 6, 7, 8 and Figures 2-5); sourced, not run.
+# Shared by the causal-LM recipes (Tables 3, 5, 6, 7, 8 and Figures 2-5), whose header, run-directory
+# convention, log and wait_runs recipes/xiong_warmup_study.sh reuses too; sourced, not run.
 #
 #   recipes/<recipe>.sh [paper|tiny] [OUT_DIR]
 #

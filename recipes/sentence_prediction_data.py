@@ -21,7 +21,7 @@ import numpy as np
 from fairseq import options
 from fairseq_cli import preprocess
 
-from fairseq_normformer.corpus.stdlib import encode_pieces
+from fairseq_normformer.corpus.pipeline import encode_pieces
 from fairseq_normformer.runs.atomic import atomic_directory
 
 

@@ -1,4 +1,4 @@
-"""Shared fixtures: tiny standard-library corpora (built once per session) and ``run_cli``."""
+"""Shared fixtures: tiny standard-library and gettext corpora (built once per session) and ``run_cli``."""
 import os
 import subprocess
 import sys
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from fairseq_normformer.corpus.gettext import build_translation_corpus
 from fairseq_normformer.corpus.stdlib import build_corpus
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -48,3 +49,41 @@ def tiny_bert_corpus(tmp_path_factory):
     """Same text in BERT's format: one sentence a line, an empty line between documents."""
     out = tmp_path_factory.mktemp("corpus") / "tiny_bert"
     return build_corpus(out, fmt="bert", vocab_size=TINY_VOCAB_SIZE, max_chars=TINY_MAX_CHARS)
+
+
+SYSTEM_LOCALE_DIR = Path("/usr/share/locale")
+# Real catalogues of this machine, a few small ones per split (split_of puts each domain in one split)
+TINY_CATALOGUES = {
+    "train": ["pg_test_timing-15", "xdg-user-dirs", "pg_archivecleanup-15", "pg_config-15", "polkit-1",
+              "libidn2", "man-db-gnulib", "wget-gnulib", "pg_checksums-15", "gprof", "sed", "psmisc"],
+    "valid": ["pg_test_fsync-15", "Linux-PAM"],
+    "test": ["gettext-runtime", "grep"],
+}  # fmt: skip
+
+
+def link_catalogues(locale_dir: Path, lang: str, domains) -> Path:
+    """A locale directory holding links to the system's ``lang`` catalogues of ``domains``."""
+    messages = locale_dir / lang / "LC_MESSAGES"
+    messages.mkdir(parents=True)
+    for domain in domains:
+        (messages / f"{domain}.mo").symlink_to(SYSTEM_LOCALE_DIR / lang / "LC_MESSAGES" / f"{domain}.mo")
+    return locale_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_locale_dir(tmp_path_factory):
+    """A locale directory with 16 of this machine's real German catalogues (skips without them)."""
+    domains = [d for split in TINY_CATALOGUES.values() for d in split]
+    missing = [d for d in domains if not (SYSTEM_LOCALE_DIR / "de" / "LC_MESSAGES" / f"{d}.mo").exists()]
+    if missing:
+        pytest.skip(f"this machine lacks the German gettext catalogues {', '.join(missing)} "
+                    f"under {SYSTEM_LOCALE_DIR}/de/LC_MESSAGES")  # fmt: skip
+    return link_catalogues(tmp_path_factory.mktemp("locale"), "de", domains)
+
+
+@pytest.fixture(scope="session")
+def tiny_translation_corpus(tiny_locale_dir, tmp_path_factory):
+    """CorpusPaths of an en-de corpus built from ``tiny_locale_dir``, 500-piece joint vocabulary."""
+    out = tmp_path_factory.mktemp("corpus") / "tiny_en_de"
+    return build_translation_corpus(out, source_lang="en", target_lang="de", locale_dir=tiny_locale_dir,
+                                    vocab_size=500)  # fmt: skip

@@ -97,3 +97,32 @@ def plot_time_to_target(baseline: TrainingLog, candidate: TrainingLog, result: T
         ax.legend()
     axes[0].set_ylabel("validation perplexity")
     return _save(fig, path)
+
+
+def plot_init_grads(runs: Dict[str, Dict[str, Dict[int, float]]], path, param: str = "fc2.weight") -> Path:
+    """Xiong et al.'s Fig. 3: ||grad|| of one parameter per layer at initialization, one panel per
+    stack (encoder, decoder), one line per run (log scale)."""
+    stacks = list(dict.fromkeys(stack for by_stack in runs.values() for stack in by_stack))
+    fig, axes = plt.subplots(1, len(stacks), figsize=(4.5 * len(stacks), 3.6), sharey=True, squeeze=False)
+    for ax, stack in zip(axes[0], stacks):
+        for label, by_stack in runs.items():
+            if stack in by_stack:
+                layers = sorted(by_stack[stack])
+                ax.plot([layer + 1 for layer in layers], [by_stack[stack][k] for k in layers], marker="o", label=label)
+        ax.set(title=stack, xlabel="layer", yscale="log")
+        ax.legend(fontsize=7)
+    axes[0][0].set_ylabel(f"||grad {param}|| at init")
+    return _save(fig, path)
+
+
+def plot_bleu_curves(runs: Dict[str, TrainingLog], path) -> Path:
+    """Xiong et al.'s Fig. 2 layout: validation BLEU against updates, one line per run."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for label, log in runs.items():
+        points = [(r["num_updates"], r["bleu"]) for r in log.valid if "bleu" in r]
+        if not points:
+            raise ValueError(f"run {label!r} ({log.path}) has no validation BLEU (train with --eval-bleu)")
+        ax.plot(*zip(*points), marker="o", label=label)
+    ax.set(xlabel="update", ylabel="validation BLEU (sacrebleu)")
+    ax.legend(fontsize=8)
+    return _save(fig, path)

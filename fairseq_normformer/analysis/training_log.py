@@ -1,4 +1,4 @@
-"""The one reader of fairseq's output (fairseq-train, fairseq-validate, fairseq-eval-lm): per-interval
+"""The one reader of fairseq's output (fairseq-train, fairseq-validate, fairseq-eval-lm, fairseq-generate): per-interval
 training stats, epoch and validation stats, the parameter count, the training time and a terminal
 numerical error. Both ``--log-format json`` and ``simple`` work::
 
@@ -19,6 +19,7 @@ _DONE = re.compile(r"done training in ([\d.]+) seconds")
 # "2026-01-01 12:00:00 | INFO | fairseq_cli.train | " or "INFO:fairseq_cli.eval_lm:"
 _PREFIX = re.compile(r"^(?:[\d-]+ [\d:]+ \| )?(?:INFO|WARNING|ERROR)\s*[|:]\s*[\w.]+\s*[|:]\s*")
 _EVAL_LM_SPEED = re.compile(r"Evaluated ([\d,]+) tokens in ([\d.]+)s \(([\d.]+) tokens/s\)")
+_GENERATE_BLEU = re.compile(r"Generate (\w+) with beam=\d+: BLEU\S* = ([\d.]+)")
 _KEY_EQ_VALUE = re.compile(r"([\w/.\-]+)=([^,\s]+)")
 # fairseq's terminal numerical failures (trainer, dynamic loss scaler, our --stop-on-activation-overflow)
 _FAILURES = ("gradients are Nan/Inf", "Minimum loss scale reached", "ActivationOverflowError")
@@ -133,3 +134,13 @@ def read_eval_lm_speed(path) -> dict:
         raise ValueError(f"{path} holds no 'Evaluated N tokens in Xs (Y tokens/s)' line of fairseq-eval-lm")
     tokens, seconds, speed = match.groups()
     return {"tokens": int(tokens.replace(",", "")), "seconds": float(seconds), "tokens_per_second": float(speed)}
+
+
+def read_generate_bleu(path) -> dict:
+    """{"subset", "bleu"} of the last "Generate SUBSET with beam=N: BLEU = X ..." line of
+    ``fairseq-generate`` (--scoring sacrebleu or bleu)."""
+    found = _GENERATE_BLEU.findall(Path(path).read_text(errors="replace"))
+    if not found:
+        raise ValueError(f"{path} holds no 'Generate <subset> with beam=N: BLEU = ...' line of fairseq-generate")
+    subset, bleu = found[-1]
+    return {"subset": subset, "bleu": float(bleu)}

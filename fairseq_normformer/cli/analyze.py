@@ -9,6 +9,9 @@
     normformer-analyze lr-table       --run Baseline=DIR --run NormFormer=DIR --out table3.md
     normformer-analyze ppl-table      --run Baseline=base.log --run NormFormer=nf.log --out table.md        # Tables 5-7
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
+    normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
+    normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
+    normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
 """
 import argparse
 import json
@@ -22,9 +25,12 @@ logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s
 from fairseq_normformer.analysis.gamma import added_gammas, load_model_state, summary_rows  # noqa: E402
 from fairseq_normformer.analysis.grad_curves import grad_ratios, read_grad_norms  # noqa: E402
 from fairseq_normformer.runs.lr_stability import read_result, run_lr_stability  # noqa: E402
+from fairseq_normformer.instrumentation.init_grads import build_at_init, init_grad_norms  # noqa: E402
 from fairseq_normformer.analysis.plots import (  # noqa: E402
+    plot_bleu_curves,
     plot_gammas,
     plot_grad_norms,
+    plot_init_grads,
     plot_grad_ratios,
     plot_time_to_target,
 )
@@ -38,7 +44,10 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     ppl_rows,
 )
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
-from fairseq_normformer.analysis.training_log import read_training_log  # noqa: E402
+from fairseq_normformer.analysis.training_log import read_generate_bleu, read_training_log  # noqa: E402
+
+
+TAKES_TRAIN_ARGS = ("lr-stability", "init-grads")
 
 
 def labelled(text: str):
@@ -132,6 +141,53 @@ def eval_table(args):
     print(_write(Path(args.out), text))
 
 
+def init_grads(args):
+    model, criterion, sample = build_at_init([args.data, *args.train_args], args.subset)
+    norms = init_grad_norms(model, criterion, sample, args.param)
+    record = {"param": args.param, "train_args": args.train_args, "grad_norm": norms}
+    print(_write(Path(args.out), json.dumps(record, indent=2) + "\n"))
+    for stack, by_layer in norms.items():
+        print(f"{stack}: " + "  ".join(f"layer {layer}: {norm:.4g}" for layer, norm in by_layer.items()))
+
+
+def read_init_grads(path) -> tuple:
+    """(parameter, {stack: {layer: norm}}) of an ``init-grads`` output."""
+    record = json.loads(Path(path).read_text())
+    norms = {stack: {int(layer): v for layer, v in by_layer.items()} for stack, by_layer in record["grad_norm"].items()}
+    return record["param"], norms
+
+
+def init_grads_plot(args):
+    read = {label: read_init_grads(path) for label, path in args.run}
+    params, runs = {param for param, _ in read.values()}, {label: norms for label, (_, norms) in read.items()}
+    if len(params) > 1:
+        raise ValueError(f"the runs measured different parameters ({', '.join(sorted(params))})")
+    param, out = params.pop(), Path(args.out_dir)
+    print(plot_init_grads(runs, out / "init_grads.png", param))
+    layers = sorted({k for by_stack in runs.values() for by_layer in by_stack.values() for k in by_layer})
+    rows = [[label, stack] + [by_layer.get(k) for k in layers]
+            for label, by_stack in runs.items() for stack, by_layer in by_stack.items()]  # fmt: skip
+    title = f"||grad {param}|| per layer at initialization (one batch)"
+    table = markdown_table(["Run", "Stack"] + [f"layer {k + 1}" for k in layers], rows)
+    print(_write(out / "init_grads.md", f"{title}\n\n{table}"))
+
+
+def bleu_table(args):
+    runs = {label: read_training_log(Path(path) / "train.log") for label, path in args.run}
+    out = Path(args.out_dir)
+    print(plot_bleu_curves(runs, out / "bleu.png"))
+    rows = []
+    for label, path in args.run:
+        valid = [r for r in runs[label].valid if "bleu" in r]
+        if not valid:
+            raise ValueError(f"{path}/train.log has no validation BLEU (train with --eval-bleu)")
+        test = read_generate_bleu(Path(path) / "generate_test.log")["bleu"]
+        rows.append([label, valid[-1]["num_updates"], valid[0]["bleu"], valid[-1]["bleu"], max(r["bleu"] for r in valid), test])
+    headers = ["Run", "Updates", "Valid BLEU, first validation", "Valid BLEU, last", "Best valid BLEU",
+               "Test BLEU (best checkpoint)"]  # fmt: skip
+    print(_write(out / "bleu.md", markdown_table(headers, rows)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normformer-analyze", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -193,6 +249,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=eval_table)
+
+    p = commands.add_parser(
+        "init-grads",
+        help="Xiong et al. Fig. 3: ||grad|| of fc2 per layer at init, one batch; fairseq-train arguments follow '--'",
+    )
+    p.add_argument("data", help="fairseq-preprocess output directory")
+    p.add_argument("--subset", default="train", help="the batch's subset (default: train)")
+    p.add_argument("--param", default="fc2.weight", help="parameter inside each layer (default: fc2.weight)")
+    p.add_argument("--out", required=True, help="JSON file to write")
+    p.set_defaults(func=init_grads)
+
+    p = commands.add_parser("init-grads-plot", help="plot and table of init-grads outputs")
+    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=init-grads JSON (repeat)")
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=init_grads_plot)
+
+    p = commands.add_parser("bleu-table", help="Xiong et al.: validation BLEU against updates, and test BLEU")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=directory with train.log (fairseq-train --eval-bleu) and generate_test.log")  # fmt: skip
+    p.add_argument("--out-dir", required=True)
+    p.set_defaults(func=bleu_table)
     return parser
 
 
@@ -202,8 +279,8 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv[:cut])
     args.train_args = argv[cut + 1 :]
-    if args.train_args and args.command != "lr-stability":
-        parser.error(f"only lr-stability takes fairseq-train arguments after '--', not {args.command}")
+    if args.train_args and args.command not in TAKES_TRAIN_ARGS:
+        parser.error(f"only {' and '.join(TAKES_TRAIN_ARGS)} take fairseq-train arguments after '--', not {args.command}")
     try:
         args.func(args)
     except (OSError, ValueError, RuntimeError) as e:

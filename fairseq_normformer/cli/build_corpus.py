@@ -1,37 +1,54 @@
-"""normformer-build-corpus: build the Python-standard-library docstring corpus for fairseq.
+"""normformer-build-corpus: build a corpus for fairseq from text already on this machine.
 
     normformer-build-corpus --out DIR [--format lm|bert] [--vocab-size N] [--max-chars N] [--seed S]
+    normformer-build-corpus --out DIR --format translation --source-lang en --target-lang de [--max-words N]
+    normformer-build-corpus --out DIR --format squad|squad2|conll [--max-chars N] [--seed S]
 
-Writes DIR/raw (text), DIR/spm.model (SentencePiece), DIR/data-bin (fairseq-preprocess output);
-see docs/data.md. A complete corpus with the same settings in DIR is reused.
+lm/bert: the Python standard library's docstrings (docs/data.md); translation: the gettext message
+catalogues of installed programs (docs/translation.md); squad/squad2/conll: fine-tuning tasks built from
+the standard library's syntax trees (docs/finetuning.md). lm/bert/translation write DIR/raw (text), DIR/spm.model
+(SentencePiece), DIR/data-bin (fairseq-preprocess output). A complete corpus with the same settings
+in DIR is reused.
 """
 import argparse
 from pathlib import Path
 
 from ..corpus.finetune_tasks import FORMATS as TASK_FORMATS
 from ..corpus.finetune_tasks import build_finetune_data
-from ..corpus.stdlib import FORMATS, MARKER, SPLITS, build_corpus, read_manifest
+from ..corpus.gettext import DEFAULT_LOCALE_DIR, build_translation_corpus
+from ..corpus.pipeline import MARKER, SPLITS, read_manifest
+from ..corpus.stdlib import FORMATS, build_corpus
+
+TRANSLATION = "translation"
 
 
 def get_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normformer-build-corpus", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output directory (absent, empty, or a corpus to reuse)")
-    parser.add_argument("--format", choices=FORMATS + TASK_FORMATS, default="lm",
+    parser.add_argument("--format", choices=(*FORMATS, TRANSLATION, *TASK_FORMATS), default="lm",
                         help="lm: a paragraph a line; bert: a sentence a line, an empty line between documents; "
-                        "squad, squad2, conll: fine-tuning tasks (docs/finetuning.md)")
+                        "translation: gettext message pairs; squad, squad2, conll: fine-tuning tasks "
+                        "(docs/finetuning.md)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (soft limit)")
     parser.add_argument("--max-chars", type=int, default=None,
                         help="cap the total text (shared 90/5/5 by the splits); default: everything")
     parser.add_argument("--seed", type=int, default=0,
                         help="salts the module-to-split hash; seeds SentencePiece")
     parser.add_argument("--workers", type=int, default=1, help="fairseq-preprocess --workers")
+    group = parser.add_argument_group("translation")
+    group.add_argument("--source-lang", default="en", help="source language (msgids are English)")
+    group.add_argument("--target-lang", default="de", help="target language (a directory of --locale-dir)")
+    group.add_argument("--locale-dir", default=DEFAULT_LOCALE_DIR, help="where <lang>/LC_MESSAGES/*.mo live")
+    group.add_argument("--max-words", type=int, default=None,
+                       help="drop pairs whose English side has more words; default: keep all")
     return parser  # fmt: skip
 
 
 def summary(out_dir) -> str:
-    """A table of what ``out_dir`` holds: per split modules, documents, lines, characters, pieces."""
+    """A table of what ``out_dir`` holds: per split the statistics its manifest records (modules,
+    documents, lines, characters, pieces; or catalogues, pairs, words and pieces per language)."""
     stats = read_manifest(out_dir)["stats"]
-    columns = ("modules", "documents", "lines", "chars", "pieces")
+    columns = list(stats["train"])
     rows = [f"{'split':<6}" + "".join(f"{c:>11}" for c in columns)]
     rows += [f"{s:<6}" + "".join(f"{stats[s][c]:>11,}" for c in columns) for s in SPLITS]
     rows.append(f"SentencePiece vocabulary: {stats['spm_vocab_size']:,}; "
@@ -48,20 +65,36 @@ def build_task(args):
     print(f"built {args.format} data in {args.out}: " + "; ".join(f"{s} {c}" for s, c in counts.items()))
 
 
+def build(args):
+    """The corpus ``args`` ask for; (paths, raw file suffixes, fairseq task)."""
+    if args.format == TRANSLATION:
+        if args.max_chars is not None:
+            raise ValueError("--max-chars caps the lm and bert formats; use --max-words for translation")
+        paths = build_translation_corpus(
+            args.out, source_lang=args.source_lang, target_lang=args.target_lang, locale_dir=args.locale_dir,
+            vocab_size=args.vocab_size, max_words=args.max_words, seed=args.seed, workers=args.workers,
+        )  # fmt: skip
+        return paths, f"{{{args.source_lang},{args.target_lang}}}", "translation"
+    if args.max_words is not None:
+        raise ValueError("--max-words applies to --format translation; use --max-chars for lm and bert")
+    paths = build_corpus(args.out, fmt=args.format, vocab_size=args.vocab_size, max_chars=args.max_chars,
+                         seed=args.seed, workers=args.workers)  # fmt: skip
+    return paths, "txt", "language_modeling"
+
+
 def main(argv=None):
     args = get_parser().parse_args(argv)
     if args.format in TASK_FORMATS:
         return build_task(args)
     reused = (Path(args.out) / MARKER).exists()
     try:
-        paths = build_corpus(args.out, fmt=args.format, vocab_size=args.vocab_size, max_chars=args.max_chars,
-                             seed=args.seed, workers=args.workers)  # fmt: skip
+        paths, suffixes, task = build(args)
     except (ValueError, FileExistsError) as e:
         raise SystemExit(f"normformer-build-corpus: error: {e}")
     print(f"{'reused the' if reused else 'built a'} corpus in {paths.raw_dir.parent} ({MARKER} lists the settings)")
-    print(f"  raw text:      {paths.raw_dir}/{{train,valid,test}}.txt")
+    print(f"  raw text:      {paths.raw_dir}/{{train,valid,test}}.{suffixes}")
     print(f"  SentencePiece: {paths.spm_model}")
-    print(f"  fairseq data:  {paths.data_bin}   (fairseq-train {paths.data_bin} --task language_modeling ...)")
+    print(f"  fairseq data:  {paths.data_bin}   (fairseq-train {paths.data_bin} --task {task} ...)")
     print(summary(paths.raw_dir.parent))
 
 

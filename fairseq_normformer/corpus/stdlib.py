@@ -17,24 +17,26 @@ is either absent or complete. The text depends on the Python version's standard 
 """
 import ast
 import hashlib
-import json
 import os
 import platform
 import re
-import subprocess
-import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-import sentencepiece as spm
+from .pipeline import (
+    SPLITS,
+    CorpusPaths,
+    build_or_reuse,
+    corpus_paths,
+    encode_splits,
+    fairseq_preprocess,
+    train_sentencepiece,
+    vocabulary_sizes,
+)
 
-from ..runs.atomic import atomic_directory
-
-SPLITS = ("train", "valid", "test")
 SPLIT_PERCENT = {"train": 90, "valid": 5, "test": 5}
 FORMATS = ("lm", "bert")
-MARKER = "corpus.json"
 # Directories of the standard library that hold test suites, bundled third-party code, generated
 # codec tables or demos rather than documented API.
 SKIPPED_DIRS = {
@@ -49,21 +51,9 @@ ABBREVIATIONS = ("e.g.", "i.e.", "etc.", "cf.", "vs.", "Mr.", "Dr.", "No.")
 
 
 @dataclass
-class CorpusPaths:
-    raw_dir: Path  # train.txt valid.txt test.txt (raw text)
-    spm_model: Path  # SentencePiece model
-    data_bin: Path  # fairseq-preprocess output: dict.txt, {train,valid,test}.{bin,idx}
-
-
-@dataclass
 class Document:
     module: str
     paragraphs: list  # whitespace-normalised paragraphs, in source order
-
-
-def corpus_paths(out_dir) -> CorpusPaths:
-    out_dir = Path(out_dir)
-    return CorpusPaths(out_dir / "raw", out_dir / "spm.model", out_dir / "data-bin")
 
 
 # --- Text ----------------------------------------------------------------------------------------
@@ -187,41 +177,6 @@ def split_documents(stdlib_dir, seed: int, max_chars) -> dict:
     return {split: cap_chars(documents(split), budget[split]) for split in SPLITS}
 
 
-# --- SentencePiece and fairseq-preprocess ----------------------------------------------------------
-def train_sentencepiece(train_txt: Path, model_prefix: Path, vocab_size: int, seed: int):
-    """Unigram model on the train split, with deterministic settings (all lines, no sampling or
-    shuffling, one thread); the vocabulary limit is soft so that tiny corpora work."""
-    spm.set_random_generator_seed(seed)
-    spm.SentencePieceTrainer.train(
-        input=str(train_txt), model_prefix=str(model_prefix), vocab_size=vocab_size,
-        model_type="unigram", hard_vocab_limit=False, input_sentence_size=0,
-        shuffle_input_sentence=False, max_sentence_length=1 << 16, num_threads=1,
-        unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, minloglevel=2,
-    )  # fmt: skip
-
-
-def encode_pieces(model: Path, raw: Path, out: Path) -> int:
-    """Write ``raw`` as space-separated pieces, line for line (empty lines stay empty)."""
-    sp, n_pieces = spm.SentencePieceProcessor(model_file=str(model)), 0
-    with raw.open(encoding="utf-8") as src, out.open("w", encoding="utf-8") as dst:
-        for line in src:
-            pieces = sp.encode(line.rstrip("\n"), out_type=str)
-            n_pieces += len(pieces)
-            dst.write(" ".join(pieces) + "\n")
-    return n_pieces
-
-
-def fairseq_preprocess(pieces_dir: Path, dest: Path, workers: int):
-    """fairseq-preprocess --only-source: the dictionary comes from the train split alone."""
-    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", "--only-source", "--destdir", str(dest),
-           "--workers", str(workers), "--dataset-impl", "mmap"]  # fmt: skip
-    for split, flag in zip(SPLITS, ("--trainpref", "--validpref", "--testpref")):
-        cmd += [flag, str(pieces_dir / f"{split}.txt")]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"fairseq-preprocess failed ({' '.join(cmd)}):\n{result.stdout}\n{result.stderr}")
-
-
 # --- Build -------------------------------------------------------------------------------------
 def _write_text(documents: dict, raw_dir: Path, fmt: str) -> dict:
     raw_dir.mkdir(parents=True)
@@ -244,33 +199,12 @@ def _build(tmp: Path, settings: dict, workers: int) -> dict:
     paths = corpus_paths(tmp)
     documents = split_documents(settings["stdlib"], settings["seed"], settings["max_chars"])
     stats = _write_text(documents, paths.raw_dir, settings["format"])
-    train_sentencepiece(paths.raw_dir / "train.txt", tmp / "spm", settings["vocab_size"], settings["seed"])
-    (tmp / "pieces").mkdir()
+    train_sentencepiece([paths.raw_dir / "train.txt"], tmp / "spm", settings["vocab_size"], settings["seed"])
+    pieces = encode_splits(tmp, [f"{split}.txt" for split in SPLITS])
     for split in SPLITS:
-        pieces = tmp / "pieces" / f"{split}.txt"
-        stats[split]["pieces"] = encode_pieces(paths.spm_model, paths.raw_dir / f"{split}.txt", pieces)
-    fairseq_preprocess(tmp / "pieces", paths.data_bin, workers)
-    stats["spm_vocab_size"] = spm.SentencePieceProcessor(model_file=str(paths.spm_model)).get_piece_size()
-    stats["dict_size"] = sum(1 for _ in (paths.data_bin / "dict.txt").open(encoding="utf-8"))
-    return stats
-
-
-def read_manifest(out_dir) -> dict:
-    """The settings and statistics ``build_corpus`` recorded in ``out_dir/corpus.json``."""
-    return json.loads((Path(out_dir) / MARKER).read_text())
-
-
-def _reuse(out_dir: Path, settings: dict) -> CorpusPaths:
-    recorded = read_manifest(out_dir)["settings"]
-    if recorded != settings:
-        diff = ", ".join(
-            f"{k}: {recorded.get(k)!r} there, {v!r} asked" for k, v in settings.items() if recorded.get(k) != v
-        )
-        raise FileExistsError(
-            f"{out_dir} holds a corpus built with other settings ({diff}); "
-            "remove it or choose another directory"
-        )
-    return corpus_paths(out_dir)
+        stats[split]["pieces"] = pieces[f"{split}.txt"]
+    fairseq_preprocess(tmp / "pieces", paths.data_bin, workers, ["--only-source"], ".txt")
+    return {**stats, **vocabulary_sizes(paths, "dict.txt")}
 
 
 def _check_args(fmt, vocab_size, max_chars, workers):
@@ -288,22 +222,6 @@ def build_corpus(out_dir, *, fmt="lm", vocab_size=8000, max_chars=None, seed=0, 
     """Build (or reuse, when ``out_dir`` holds a complete corpus with the same settings) the
     standard-library docstring corpus. Never writes into an existing non-empty ``out_dir``."""
     _check_args(fmt, vocab_size, max_chars, workers)
-    out_dir = Path(out_dir).absolute()
     settings = {"format": fmt, "vocab_size": vocab_size, "max_chars": max_chars, "seed": seed,
                 "python": platform.python_version(), "stdlib": sysconfig.get_paths()["stdlib"]}  # fmt: skip
-    if (out_dir / MARKER).exists():
-        return _reuse(out_dir, settings)
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise FileExistsError(
-            f"{out_dir} is not empty and holds no complete corpus ({MARKER} missing, an interrupted build "
-            "or other files); remove it or choose another directory"
-        )
-    try:
-        with atomic_directory(out_dir) as tmp:
-            stats = _build(tmp, settings, workers)
-            (tmp / MARKER).write_text(json.dumps({"settings": settings, "stats": stats}, indent=2) + "\n")
-    except OSError:
-        if not (out_dir / MARKER).exists():  # not a concurrent build of the same directory
-            raise
-        return _reuse(out_dir, settings)
-    return corpus_paths(out_dir)
+    return build_or_reuse(out_dir, settings, lambda tmp: _build(tmp, settings, workers))

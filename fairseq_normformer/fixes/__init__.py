@@ -102,6 +102,13 @@ FIXES = {
         "argparse-configured models (RoBERTa) and older fairseq checkpoints store",
         on_cpu="argparse.Namespace is added to torch's safe globals",
     ),
+    "metric_arrays_in_checkpoints": Fix(
+        replacements=(),
+        setup=checkpoints.allow_metric_arrays_in_checkpoints,
+        bug="torch >= 2.6 loads with weights_only=True and refuses the numpy arrays that --eval-bleu's metrics "
+        "leave in a checkpoint: fairseq-generate cannot load a translation model trained with --eval-bleu",
+        on_cpu="numpy arrays, scalars and their dtypes are added to torch's safe globals",
+    ),
     "hydra_warnings": Fix(
         replacements=(),
         setup=silence_fairseq_hydra_warnings,

@@ -15,12 +15,12 @@ from fairseq_normformer.corpus.stdlib import (
     build_corpus,
     docstring_paragraphs,
     node_documents,
-    read_manifest,
     sentences,
     split_documents,
     split_of,
     stdlib_modules,
 )
+from fairseq_normformer.corpus.pipeline import read_manifest
 from tests.conftest import TINY_MAX_CHARS, run_cli
 
 STDLIB = sysconfig.get_paths()["stdlib"]
