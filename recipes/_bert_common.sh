@@ -27,28 +27,40 @@ bert_data() {
   fi
 }
 
-# bert_pretrain_args UPDATES: into the array PRETRAIN, everything of an mlm_nsp pre-training run but
-# --tokens-per-sample, the data and the save directory: model, batch, optimiser, schedule, bookkeeping
+# model_flags SIDE: the model size (BERT-base at paper scale, 2 x 64 at tiny) as --SIDE-* flags
+model_flags() {
+  local size=(12 768 3072 12)
+  [ "$SCALE" = paper ] || size=(2 64 256 4)
+  echo "--$1-layers ${size[0]} --$1-embed-dim ${size[1]} --$1-ffn-embed-dim ${size[2]} --$1-attention-heads ${size[3]}"
+}
+
+# bert_pretrain_args UPDATES: the arrays BERT_MODEL (BERT's --arch and size), LTR_MODEL (normformer_lm
+# as BERT's left-to-right twin: same size, Post-LN with an embedding LayerNorm, GELU, learned unscaled
+# positions, tied embeddings), MLM (the mlm_nsp task's masking flags) and PRETRAIN (batch, optimiser,
+# schedule, bookkeeping: everything of a run but the task, the model, --tokens-per-sample, the data)
 bert_pretrain_args() {
   local updates="$1"
+  # shellcheck disable=SC2207  # model_flags prints flags without spaces inside
+  BERT_MODEL=(--arch "$BERT_ARCH" $(model_flags encoder) --dropout "$BERT_DROPOUT" --attention-dropout "$BERT_DROPOUT")
+  # shellcheck disable=SC2207
+  LTR_MODEL=(--arch normformer_lm $(model_flags decoder) --post-ln --layernorm-embedding --activation-fn gelu
+    --no-scale-embedding --decoder-learned-pos --share-decoder-input-output-embed
+    --dropout "$BERT_DROPOUT" --attention-dropout "$BERT_DROPOUT")
+  MLM=(--task mlm_nsp --criterion mlm_nsp --mask-prob "$BERT_MASK_PROB" --short-seq-prob "$BERT_SHORT_SEQ_PROB")
   if [ "$SCALE" = paper ]; then
     local world="${WORLD_SIZE:-8}" bsz="${BATCH_SIZE:-32}"
     if ((BERT_BATCH_SIZE % (world * bsz))); then
       echo "$world GPUs x --batch-size $bsz does not divide BERT's $BERT_BATCH_SIZE sequences per update" >&2
       exit 2
     fi
-    BERT_MODEL=(--arch "$BERT_ARCH" --dropout "$BERT_DROPOUT" --attention-dropout "$BERT_DROPOUT")
     PRETRAIN=(--batch-size "$bsz" --update-freq $((BERT_BATCH_SIZE / (world * bsz))) --distributed-world-size "$world"
       --lr "$BERT_LR" --warmup-updates "$BERT_WARMUP_UPDATES" --fp16 --validate-interval-updates 10000
       --save-interval-updates 10000 --keep-interval-updates 2 --log-interval 100)
   else
-    BERT_MODEL=(--arch "$BERT_ARCH" --encoder-layers 2 --encoder-embed-dim 64 --encoder-ffn-embed-dim 256
-      --encoder-attention-heads 4 --dropout "$BERT_DROPOUT" --attention-dropout "$BERT_DROPOUT")
     PRETRAIN=(--batch-size 16 --lr "${LR:-1e-3}" --warmup-updates $((updates / 10)) --cpu --num-workers 0
       --validate-interval-updates $((updates / 5)) --save-interval-updates $((updates / 5)) --keep-interval-updates 1
       --log-interval 10)
   fi
   PRETRAIN+=("${BERT_OPTIMIZER[@]}" --lr-scheduler polynomial_decay --total-num-update "$updates" --max-update "$updates"
-    --mask-prob "$BERT_MASK_PROB" --short-seq-prob "$BERT_SHORT_SEQ_PROB" --required-batch-size-multiple 1
-    --validate-interval 1000 --no-epoch-checkpoints --seed 1 --log-format simple)
+    --required-batch-size-multiple 1 --validate-interval 1000 --no-epoch-checkpoints --seed 1 --log-format simple)
 }

@@ -17,7 +17,7 @@ bert_data
 TOTAL="${UPDATES:-$([ "$SCALE" = paper ] && echo "$BERT_MAX_UPDATE" || echo 300)}"
 PHASE1=$((TOTAL * BERT_PHASE1_PERCENT / 100))
 bert_pretrain_args "$TOTAL"
-COMMON=("$BERT_DATA" --task mlm_nsp --criterion mlm_nsp "${BERT_MODEL[@]}" --max-positions "$BERT_PHASE2_TOKENS"
+COMMON=("$BERT_DATA" "${MLM[@]}" "${BERT_MODEL[@]}" --max-positions "$BERT_PHASE2_TOKENS"
   "${PRETRAIN[@]}")
 # phase 1 stops after PHASE1 updates (its --max-update overrides the total; the schedule spans TOTAL)
 train "$OUT/phase1" "${COMMON[@]}" --tokens-per-sample "$BERT_PHASE1_TOKENS" --max-update "$PHASE1"

@@ -3,7 +3,7 @@
 
     bert_tables.py length-schedule OUT --short 128 --long 512 [--out FILE]
         recipes/bert_length_schedule.sh: OUT/{phase1,phase2}/train.log and OUT/eval/PHASE-TOKENS/valid.log
-    bert_tables.py ablations OUT --rows NAME=LABEL ... [--task SameDoc] [--out FILE]
+    bert_tables.py ablations OUT --rows NAME=LABEL ... [--tasks SameDoc ...] [--out FILE]
         recipes/bert_table5_ablations.sh: OUT/NAME/pretrain/train.log and the fine-tuning runs
         OUT/NAME/finetune/TASK/lrLR/train.log (glue_table.py's layout and reading)
 """
@@ -44,21 +44,24 @@ def load_glue_table():
     return module
 
 
-def ablations(out: Path, rows: list, task: str) -> str:
-    """One row per pre-training variant: its final pre-training validation and the best dev score
-    of fine-tuning on ``task`` over the learning rates (picked on dev, as glue_table.py)."""
+def best_over_lrs(glue_table, runs: Path, metric: str) -> str:
+    """The best dev score over RUNS/lrLR/train.log and its LR (picked on dev, as glue_table.py)."""
+    scores = {run.name[2:]: glue_table.best_dev(run / "train.log", metric) for run in sorted(runs.glob("lr*"))}
+    done = {lr: s for lr, s in scores.items() if s is not None}
+    best = max(done, key=done.get) if done else None
+    return f"{done[best]:.2f} ({best})" if best else "-"
+
+
+def ablations(out: Path, rows: list, tasks: list) -> str:
+    """One row per pre-training variant: its final pre-training validation loss (of its own objective)
+    and, per task, the best dev score of fine-tuning over the learning rates."""
     glue_table = load_glue_table()
-    metric = glue_table.TASK_METRIC.get(task, "accuracy")
-    table = [["pre-training", "params", "updates", "valid loss", f"{task} dev {metric} (best lr)"]]
+    metrics = {task: glue_table.TASK_METRIC.get(task, "accuracy") for task in tasks}
+    table = [["pre-training", "params", "updates", "valid loss"] + [f"{t} dev {m} (best lr)" for t, m in metrics.items()]]
     for name, label in rows:
         pretrain = read_training_log(out / name / "pretrain" / "train.log")
-        scores = {run.name[2:]: glue_table.best_dev(run / "train.log", metric)
-                  for run in sorted((out / name / "finetune" / task).glob("lr*"))}  # fmt: skip
-        done = {lr: s for lr, s in scores.items() if s is not None}
-        best = max(done, key=done.get) if done else None
-        final = pretrain.final_valid()
-        table.append([label, f"{pretrain.num_params:,}", pretrain.last_update(), final.get("loss", "-"),
-                      f"{done[best]:.2f} ({best})" if best else "-"])  # fmt: skip
+        cells = [label, f"{pretrain.num_params:,}", pretrain.last_update(), pretrain.final_valid().get("loss", "-")]
+        table.append(cells + [best_over_lrs(glue_table, out / name / "finetune" / t, m) for t, m in metrics.items()])
     return markdown(table)
 
 
@@ -70,7 +73,7 @@ def main(argv=None):
     length.add_argument("--long", type=int, required=True)
     abl = commands.add_parser("ablations")
     abl.add_argument("--rows", nargs="+", required=True, help="NAME=LABEL: a run directory and its row label")
-    abl.add_argument("--task", default="SameDoc")
+    abl.add_argument("--tasks", nargs="+", default=["SameDoc"])
     for sub in (length, abl):
         sub.add_argument("out", type=Path, help="the recipe's output directory")
         sub.add_argument("--out", dest="table_file", type=Path, help="also write the table here")
@@ -78,7 +81,7 @@ def main(argv=None):
     if args.command == "length-schedule":
         text = length_schedule(args.out, args.short, args.long)
     else:
-        text = ablations(args.out, [r.split("=", 1) for r in args.rows], args.task)
+        text = ablations(args.out, [r.split("=", 1) for r in args.rows], args.tasks)
     print(text)
     if args.table_file:
         args.table_file.write_text(text + "\n")

@@ -1,3 +1,4 @@
 from .normformer_lm import GPT3_SIZES, NormFormerDecoder, NormFormerLanguageModel  # noqa: F401
 from .normformer_bert import NormFormerBertModel  # noqa: F401
 from .normformer_roberta import NormFormerRobertaModel  # noqa: F401
+from .normformer_lm_classifier import NormFormerLMClassifier  # noqa: F401
