@@ -15,7 +15,6 @@ from fairseq.data import BaseWrapperDataset, data_utils
 
 WORD_START = "\u2581"  # SentencePiece's word-boundary marker '▁'
 _MASK_SALT = 2  # a random stream apart from the pair construction's (nsp_pairs uses 0 and 1)
-MAX_SPAN_ATTEMPTS = 100  # SpanBERT samples spans until the budget is met; give up after this many per token
 
 
 @dataclass
@@ -85,7 +84,7 @@ class Masker:
         tokens at the chosen positions (padding elsewhere)."""
         positions = np.flatnonzero(maskable)
         # probabilistic rounding keeps the expected rate exact; a budget of at least one token
-        budget = max(1, int(self.cfg.mask_prob * len(positions) + rng.random()))
+        budget = min(len(positions), max(1, int(self.cfg.mask_prob * len(positions) + rng.random())))
         units = self.choose_units(tokens, positions, budget, rng)
         source, target = tokens.copy(), np.full_like(tokens, self.pad)
         for unit in units:
@@ -95,7 +94,7 @@ class Masker:
 
     def choose_units(self, tokens, positions, budget, rng) -> List[np.ndarray]:
         if self.cfg.spans:
-            return choose_spans(split_words(tokens, positions, self.word_starts), budget, self.span_lengths, rng)
+            return choose_spans(split_segments(positions), self.word_starts[tokens], budget, self.span_lengths, rng)
         if self.cfg.whole_words:
             return choose_whole_words(split_words(tokens, positions, self.word_starts), budget, rng)
         return [p[None] for p in rng.choice(positions, size=min(budget, len(positions)), replace=False)]
@@ -131,28 +130,74 @@ def choose_whole_words(words: List[np.ndarray], budget: int, rng) -> List[np.nda
     return chosen
 
 
-def choose_spans(words: List[np.ndarray], budget: int, span_lengths: np.ndarray, rng) -> List[np.ndarray]:
-    """SpanBERT: spans of ℓ whole words (ℓ ~ span_lengths) at random word starts, non-overlapping,
-    until the budget is met (the last span may overshoot it, as in SpanBERT)."""
-    taken = np.zeros(len(words), dtype=bool)
-    chosen, n = [], 0
-    for _ in range(MAX_SPAN_ATTEMPTS * budget):
-        if n >= budget or len(words) == 0:
-            break
-        length = rng.choice(len(span_lengths), p=span_lengths) + 1
-        start = rng.integers(len(words))
-        stop = min(start + length, len(words))
-        if taken[start:stop].any():
-            continue
-        taken[start:stop] = True
-        chosen.append(np.concatenate(words[start:stop]))
-        n += len(chosen[-1])
-    return chosen
+def segment_shares(sizes: np.ndarray, budget: int, rng) -> np.ndarray:
+    """Split ``budget`` over segments in proportion to their ``sizes`` (systematic rounding: each
+    share is b·n_s/n in expectation, and the shares sum to b exactly)."""
+    cuts = np.floor(budget * np.cumsum(sizes) / sizes.sum() + rng.random()).astype(np.int64)
+    cuts[-1] = budget
+    return np.diff(cuts, prepend=0)
+
+
+def choose_spans(segments: List[np.ndarray], starts_word: np.ndarray, budget: int, span_lengths, rng) -> List[np.ndarray]:
+    """SpanBERT's span masking (Joshi et al. 2020, §3.1), segment by segment: SpanBERT masks
+    sentence A and sentence B separately (its PairWithSpanMaskingScheme), so no span crosses [SEP];
+    each segment (its positions; ``starts_word`` (T,) says which tokens begin a word) gets its
+    share of the budget."""
+    shares = segment_shares(np.array([len(segment) for segment in segments]), budget, rng)
+    return [
+        span
+        for segment, share in zip(segments, shares)
+        for span in choose_segment_spans(segment, starts_word[segment], share, span_lengths, rng)
+    ]
+
+
+def choose_segment_spans(positions, starts_word, budget: int, span_lengths: np.ndarray, rng) -> List[np.ndarray]:
+    """SpanBERT's algorithm in one segment: until ``budget`` tokens are selected, draw ℓ ~ span_lengths
+    words and an anchor among the tokens not yet selected; from the start of the anchor's word select
+    the unselected tokens of ℓ whole words (fewer at the segment's end), stopping inside the span
+    once the budget is reached. The units are the maximal runs of selected tokens (SpanBERT merges
+    touching spans), so each run is corrupted as one and its neighbours are unmasked."""
+    if budget == 0:
+        return []
+    starts_word = starts_word.copy()
+    starts_word[0] = True
+    word_starts = np.append(np.flatnonzero(starts_word), len(positions))  # offsets; the last is the end
+    word_of = np.cumsum(starts_word) - 1
+    length_cdf = np.cumsum(span_lengths)
+    selected, n = np.zeros(len(positions), dtype=bool), 0
+    while n < budget:
+        n_words = np.searchsorted(length_cdf, rng.random(), side="right") + 1
+        free = np.flatnonzero(~selected)
+        anchor = free[rng.integers(len(free))]
+        start = word_starts[word_of[anchor]]
+        stop = word_starts[min(word_of[anchor] + n_words, len(word_starts) - 1)]
+        new = start + np.flatnonzero(~selected[start:stop])[: budget - n]
+        selected[new] = True
+        n += len(new)
+    runs = np.flatnonzero(np.diff(selected.astype(np.int8), prepend=0, append=0))  # run starts, ends
+    return [positions[a:b] for a, b in zip(runs[::2], runs[1::2])]
+
+
+def split_segments(positions: np.ndarray) -> List[np.ndarray]:
+    """Maskable positions grouped into segments: runs of consecutive positions ([CLS]/[SEP] in between)."""
+    return np.split(positions, np.flatnonzero(np.diff(positions) > 1) + 1)
+
+
+def span_boundaries(target: np.ndarray, pad: int) -> np.ndarray:
+    """(T,) -> (T, 2): for each target position, the positions just before and after its maximal run
+    of targets, x_{s-1} and x_{e+1} of SpanBERT's span boundary objective (0 elsewhere)."""
+    is_target = target != pad
+    edges = np.flatnonzero(np.diff(is_target.astype(np.int8), prepend=0, append=0))
+    boundaries = np.zeros((len(target), 2), dtype=np.int64)
+    for s, e in zip(edges[::2], edges[1::2]):  # the run is [s, e)
+        boundaries[s:e] = (s - 1, e)
+    return boundaries
 
 
 class MaskedPairDataset(BaseWrapperDataset):
-    """Masks the items of an NspPairDataset and collates them into mlm_nsp batches:
-    net_input.src_tokens (B, T), target (B, T; padding where nothing is predicted), nsp_target (B,)."""
+    """Masks the items of an NspPairDataset (or ContiguousTextDataset) and collates them into mlm_nsp
+    batches: net_input.src_tokens (B, T), target (B, T; padding where nothing is predicted),
+    span_boundaries (B, T, 2; see ``span_boundaries``) and, for sentence pairs, nsp_target (B,)."""
 
     def __init__(self, pairs, masker: Masker, dictionary, seed: int):
         super().__init__(pairs)
@@ -168,8 +213,12 @@ class MaskedPairDataset(BaseWrapperDataset):
         tokens = item["tokens"].numpy()
         rng = np.random.default_rng((self.seed, self.epoch, index, _MASK_SALT))
         source, target = self.masker(tokens, ~np.isin(tokens, self.specials), rng)
-        return {"id": index, "source": torch.from_numpy(source), "target": torch.from_numpy(target),
-                "nsp_label": item["nsp_label"]}  # fmt: skip
+        boundaries = span_boundaries(target, self.pad)
+        masked = {"id": index, "source": torch.from_numpy(source), "target": torch.from_numpy(target),
+                  "span_boundaries": torch.from_numpy(boundaries)}  # fmt: skip
+        if "nsp_label" in item:
+            masked["nsp_label"] = item["nsp_label"]
+        return masked
 
     def ordered_indices(self):
         """Shuffled by the seed, then sorted by size (as fairseq's masked_lm task)."""
@@ -180,7 +229,7 @@ class MaskedPairDataset(BaseWrapperDataset):
         if len(samples) == 0:
             return {}
         src_tokens = data_utils.collate_tokens([s["source"] for s in samples], self.pad)
-        return {
+        batch = {
             "id": torch.LongTensor([s["id"] for s in samples]),
             "nsentences": len(samples),
             "ntokens": sum(len(s["source"]) for s in samples),
@@ -189,5 +238,16 @@ class MaskedPairDataset(BaseWrapperDataset):
                 "src_lengths": torch.LongTensor([len(s["source"]) for s in samples]),
             },
             "target": data_utils.collate_tokens([s["target"] for s in samples], self.pad),
-            "nsp_target": torch.LongTensor([s["nsp_label"] for s in samples]),
+            "span_boundaries": collate_boundaries([s["span_boundaries"] for s in samples], src_tokens.size(1)),
         }
+        if "nsp_label" in samples[0]:
+            batch["nsp_target"] = torch.LongTensor([s["nsp_label"] for s in samples])
+        return batch
+
+
+def collate_boundaries(boundaries: List[torch.Tensor], width: int) -> torch.Tensor:
+    """(T_i, 2) each -> (B, width, 2), zeros where padded."""
+    batch = boundaries[0].new_zeros(len(boundaries), width, 2)
+    for row, b in zip(batch, boundaries):
+        row[: len(b)] = b
+    return batch

@@ -89,6 +89,9 @@ def truncate_pair(a: np.ndarray, b: np.ndarray, budget: int) -> Tuple[np.ndarray
 class NspPairDataset(FairseqDataset):
     """Items: {"tokens": LongTensor ``[CLS] A [SEP] B [SEP]``, "nsp_label": IS_NEXT or NOT_NEXT}."""
 
+    special_tokens = SPECIAL_TOKENS_PER_PAIR
+    draws_negatives = True
+
     def __init__(self, sentences, dictionary, tokens_per_sample, negatives="random", short_seq_prob=0.1, seed=1):
         super().__init__()
         if negatives not in NEGATIVE_STRATEGIES:
@@ -100,8 +103,8 @@ class NspPairDataset(FairseqDataset):
         sizes = np.asarray(sentences.sizes)
         self.documents, single = find_documents(sizes)
         self.sentence_lengths = sizes - 1  # without the trailing </s>
-        max_tokens = tokens_per_sample - SPECIAL_TOKENS_PER_PAIR
-        if negatives != "swap" and len(self.documents) < 2:
+        max_tokens = tokens_per_sample - self.special_tokens
+        if self.draws_negatives and negatives != "swap" and len(self.documents) < 2:
             raise ValueError(
                 f"--nsp-negatives={negatives} needs at least 2 documents of 2 or more sentences; "
                 f"the data has {len(self.documents)}"
@@ -110,11 +113,14 @@ class NspPairDataset(FairseqDataset):
         self.chunks = plan_chunks(self.documents, self.sentence_lengths, max_tokens, short_seq_prob, rng)
         chunk_tokens = np.array([self._span_length(doc, s, e) for doc, s, e in self.chunks], dtype=np.int64)
         self.budgets = np.minimum(chunk_tokens, max_tokens)
-        self._sizes = self.budgets + SPECIAL_TOKENS_PER_PAIR
+        self._sizes = self.budgets + self.special_tokens
         logger.info(
-            f"{len(self.chunks)} sentence-pair examples from {len(self.documents)} documents; "
-            f"skipped {single} single-sentence documents (no pair possible); negatives: {negatives}"
+            f"{len(self.chunks)} {self.describe()} from {len(self.documents)} documents; "
+            f"skipped {single} single-sentence documents (no pair possible)"
         )
+
+    def describe(self) -> str:
+        return f"sentence-pair examples (negatives: {self.negatives})"
 
     # -- the plan --
     def _span_length(self, doc: int, start: int, end: int) -> int:
@@ -200,3 +206,22 @@ class NspPairDataset(FairseqDataset):
     @property
     def can_reuse_epoch_itr_across_epochs(self) -> bool:
         return True  # sizes are fixed by the plan; only the contents change with the epoch
+
+
+class ContiguousTextDataset(NspPairDataset):
+    """Items without NSP: {"tokens": LongTensor ``[CLS] text [SEP]``}, one segment of contiguous text
+    from one document (BERT's Table 5 "No NSP"; SpanBERT's single segments; RoBERTa's DOC-SENTENCES).
+    The examples are the chunks of the same plan as the sentence pairs (for the length
+    ``tokens_per_sample - 2``), cut at the end to that length; only the masking changes per epoch."""
+
+    special_tokens = 2  # [CLS] text [SEP]
+    draws_negatives = False
+
+    def describe(self) -> str:
+        return "single-segment examples (no NSP)"
+
+    def __getitem__(self, index: int) -> dict:
+        doc, start, end = (int(x) for x in self.chunks[index])
+        text = self._tokens(doc, start, end)[: self.budgets[index]]
+        tokens = np.concatenate([[self.cls], text, [self.sep]])
+        return {"tokens": torch.from_numpy(tokens.astype(np.int64))}

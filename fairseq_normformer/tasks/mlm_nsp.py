@@ -5,6 +5,7 @@ Reads BERT-format text (one sentence per line, an empty line between documents) 
 (``data/nsp_pairs.py``) masked as BERT (``data/masking.py``). Symbols: [CLS] = ``<s>``,
 [SEP] = ``</s>``, [MASK] = ``<mask>`` (appended to dict.txt's symbols, as fairseq's ``masked_lm``
 and ``sentence_prediction`` tasks do, so checkpoints fine-tune through ``sentence_prediction``).
+With ``--no-nsp`` the examples are single segments ``[CLS] text [SEP]`` and there is no NSP label.
 Every example is a function of (--seed, epoch, index): resuming and multi-worker loading rebuild
 exactly the same batches.
 """
@@ -21,7 +22,7 @@ from omegaconf import II, MISSING
 from ..checks import DataNeeds
 from ..instrumentation.task_mixin import AnalysisOptions, AnalysisTaskMixin
 from ..data.masking import MaskedPairDataset, Masker, MaskingConfig
-from ..data.nsp_pairs import NEGATIVE_STRATEGIES, NspPairDataset, check_tokens_per_sample
+from ..data.nsp_pairs import NEGATIVE_STRATEGIES, ContiguousTextDataset, NspPairDataset, check_tokens_per_sample
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +41,11 @@ class MlmNspConfig(AnalysisOptions, FairseqDataclass):
         default="random",
         metadata={"help": "NOT_NEXT pairs: B from another document (BERT), from a non-adjacent place of "
                   "the same document (LaMBERT), or A and B swapped (sentence-order prediction)"},
+    )  # fmt: skip
+    no_nsp: bool = field(
+        default=False,
+        metadata={"help": "no next-sentence prediction (BERT's Table 5 'No NSP', SpanBERT, RoBERTa): single-segment "
+                  "examples of contiguous text, and normformer_bert builds no pooler or NSP head"},
     )  # fmt: skip
     mask_prob: float = field(default=0.15, metadata={"help": "fraction of tokens to predict"})
     leave_unmasked_prob: float = field(default=0.1, metadata={"help": "of those, fraction left unchanged"})
@@ -94,7 +100,8 @@ class MlmNspTask(AnalysisTaskMixin, FairseqTask):
         if sentences is None:
             raise FileNotFoundError(f"Dataset not found: {split} ({split_path})")
         check_sentences_end_with_eos(sentences, self.dictionary, split_path)
-        pairs = NspPairDataset(
+        examples_class = ContiguousTextDataset if self.cfg.no_nsp else NspPairDataset
+        examples = examples_class(
             sentences,
             self.dictionary,
             self.cfg.tokens_per_sample,
@@ -102,7 +109,7 @@ class MlmNspTask(AnalysisTaskMixin, FairseqTask):
             short_seq_prob=self.cfg.short_seq_prob,
             seed=self.cfg.seed,
         )
-        self.datasets[split] = MaskedPairDataset(pairs, self.masker, self.dictionary, self.cfg.seed)
+        self.datasets[split] = MaskedPairDataset(examples, self.masker, self.dictionary, self.cfg.seed)
 
     def max_positions(self):
         return self.cfg.tokens_per_sample

@@ -2,6 +2,7 @@
 gradient accumulation) and its logged metrics."""
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,8 +10,9 @@ from fairseq.logging import metrics
 from omegaconf import OmegaConf
 
 from fairseq_normformer.criterions.mlm_nsp import MlmNspCriterion, MlmNspCriterionConfig
+from fairseq_normformer.data.masking import span_boundaries
 
-from ..models.encoder_builders import build_encoder_model, dictionary_with_mask, fake_task
+from ..models.encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask, fake_task
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +52,7 @@ def make_batch(d, n_rows=6, width=20, seed=0):
 def sub_batch(sample, rows):
     return {
         "net_input": {"src_tokens": sample["net_input"]["src_tokens"][rows]},
-        "target": sample["target"][rows],
-        "nsp_target": sample["nsp_target"][rows],
+        **{k: sample[k][rows] for k in ("target", "nsp_target", "span_boundaries") if k in sample},
         "ntokens": int(sample["net_input"]["src_tokens"][rows].ne(1).sum()),
         "nsentences": len(rows),
     }
@@ -143,3 +144,69 @@ def test_a_model_without_nsp_head_is_an_error():
     model = build_encoder_model("normformer_roberta", d)
     with pytest.raises(ValueError, match="next-sentence head"):
         criterion(d)(model, make_batch(d))
+
+
+@pytest.fixture(scope="module")
+def spanbert_setup():
+    """No NSP, SBO on: the model of --no-nsp --sbo-loss-weight 1, batches without NSP labels."""
+    d = dictionary_with_mask()
+    torch.manual_seed(0)
+    flags = TINY_ENCODER + ["--no-nsp", "--sbo-loss-weight", "1"]
+    model = build_encoder_model("normformer_bert_base", d, flags, task=("--task", "mlm_nsp", "--criterion", "mlm_nsp"))
+    return d, model.eval()
+
+
+def spanbert_batch(d):
+    sample = make_batch(d)
+    del sample["nsp_target"]
+    boundaries = [span_boundaries(t.numpy(), d.pad()) for t in sample["target"]]
+    sample["span_boundaries"] = torch.from_numpy(np.stack(boundaries))
+    return sample
+
+
+def sbo_criterion(d, weight):
+    return MlmNspCriterion(OmegaConf.structured(MlmNspCriterionConfig(sbo_loss_weight=weight)), fake_task(d))
+
+
+def test_no_nsp_loss_is_per_sequence_mlm_mean_plus_weighted_sbo_mean_and_logs_no_nsp(spanbert_setup):
+    d, model = spanbert_setup
+    sample = spanbert_batch(d)
+    loss, sample_size, log = sbo_criterion(d, 0.3)(model, sample)
+    masked = sample["target"].ne(d.pad())
+    with torch.no_grad():
+        logits, _ = model(sample["net_input"]["src_tokens"])  # (B, T, V)
+        _, extra = model(sample["net_input"]["src_tokens"], masked_tokens=masked, span_boundaries=sample["span_boundaries"])
+    rows = masked.nonzero()[:, 0]
+    expected = 0.0
+    for i in range(sample["nsentences"]):
+        targets = sample["target"][i][masked[i]]
+        mlm = F.cross_entropy(logits[i][masked[i]], targets)
+        sbo = F.cross_entropy(extra["sbo_logits"][rows == i], targets)
+        expected += mlm + 0.3 * sbo
+    assert sample_size == sample["nsentences"]
+    torch.testing.assert_close(loss.detach(), expected, atol=1e-5, rtol=1e-5)
+
+    values = logged([log])
+    assert not any(k.startswith("nsp") for k in list(log) + list(values))
+    sbo_nll = F.cross_entropy(extra["sbo_logits"], sample["target"][masked]).item()
+    assert values["sbo_loss"] == pytest.approx(sbo_nll / math.log(2), abs=1e-3)
+    sbo_correct = (extra["sbo_logits"].argmax(-1) == sample["target"][masked]).float().mean().item()
+    assert values["sbo_accuracy"] == pytest.approx(100 * sbo_correct, abs=0.01)
+    assert {"mlm_loss", "mlm_accuracy", "mlm_ppl"} <= values.keys()
+
+
+def test_sbo_normalization_does_not_depend_on_how_the_batch_is_split(spanbert_setup):
+    d, model = spanbert_setup
+    crit = sbo_criterion(d, 1.0)
+    sample = spanbert_batch(d)
+    whole = gradients(model, [sample], crit)
+    split = gradients(model, [sub_batch(sample, rows) for rows in ([0, 1], [2], [3, 4, 5])], crit)
+    assert len(whole) == len(split) and any(g.abs().sum() > 0 for g in whole)
+    for g_whole, g_split in zip(whole, split):
+        torch.testing.assert_close(g_whole, g_split, atol=1e-6, rtol=1e-4)
+
+
+def test_sbo_weight_without_an_sbo_head_is_an_error(setup):
+    d, model = setup
+    with pytest.raises(ValueError, match="span boundary head"):
+        sbo_criterion(d, 1.0)(model, {**make_batch(d), "span_boundaries": torch.zeros(6, 20, 2, dtype=torch.long)})

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from fairseq_normformer.data.nsp_pairs import NspPairDataset, find_documents
+from fairseq_normformer.data.nsp_pairs import ContiguousTextDataset, NspPairDataset, find_documents
 from fairseq_normformer.data.nsp_pairs import IS_NEXT, NOT_NEXT
 
 from .nsp_corpora import PlacedCorpus, split_pair
@@ -146,3 +146,19 @@ def test_cross_document_negatives_need_two_documents():
     with pytest.raises(ValueError, match="needs at least 2 documents"):
         pairs_dataset(corpus, "random")
     assert len(pairs_dataset(corpus, "swap")) >= 1
+
+
+def test_no_nsp_examples_are_contiguous_text_of_one_document(corpus):
+    """--no-nsp: [CLS] text [SEP], the chunk's text cut to tokens_per_sample - 2, one document."""
+    dataset = ContiguousTextDataset(corpus.sentences, corpus.dictionary, 40, "random", 0.1, seed=3)
+    d = corpus.dictionary
+    plan = NspPairDataset(corpus.sentences, d, 41, "random", 0.1, seed=3)  # the same chunks, pairs one token longer
+    assert np.array_equal(dataset.chunks, plan.chunks) and (dataset.sizes <= 40).all()
+    for i in range(len(dataset)):
+        item = dataset[i]
+        tokens = item["tokens"].tolist()
+        assert "nsp_label" not in item and len(tokens) == dataset.sizes[i]
+        assert tokens[0] == d.bos() and tokens[-1] == d.eos() and d.eos() not in tokens[1:-1]
+        doc, first, _ = corpus.locate(tokens[1:-1])
+        start_sentence = dataset.chunks[i][1]
+        assert doc == dataset.chunks[i][0] and first == corpus.sentence_starts[doc][start_sentence]

@@ -73,3 +73,19 @@ def test_mlm_nsp_world_of_two_matches_update_freq_two(tiny_bert_corpus, tmp_path
     log = train(bert_args(tmp_path / "two") + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
     assert "distributed init (rank 1): env://" in log
     assert_same_trajectory(reference, tmp_path / "two", log)
+
+
+def test_spanbert_objectives_world_of_two_match_update_freq_two(tiny_bert_corpus, tmp_path):
+    """The issue's command, --span-masking --sbo-loss-weight 1 --no-nsp: it trains and logs MLM and SBO
+    accuracy and nothing of NSP, and 2 processes follow 1 process with --update-freq 2 (the SBO loss
+    is normalized across workers and accumulation steps)."""
+    settings = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0", "--max-update", UPDATES,
+                "--span-masking", "--sbo-loss-weight", "1", "--no-nsp"]  # fmt: skip
+    spanbert_args = lambda save_dir: tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, *settings)
+    reference = one_process_run(spanbert_args(tmp_path / "one_process"), tmp_path / "one_process")
+    log = train(spanbert_args(tmp_path / "two") + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
+    assert "distributed init (rank 1): env://" in log
+    for stats in logged_updates(log).values():
+        assert {"mlm_loss", "mlm_accuracy", "sbo_loss", "sbo_accuracy"} <= stats.keys()
+        assert not any(key.startswith("nsp") for key in stats)
+    assert_same_trajectory(reference, tmp_path / "two", log)

@@ -28,8 +28,9 @@ def fake_task(dictionary, max_positions=32):
     )
 
 
-def build_encoder_model(arch, dictionary, flags=TINY_ENCODER):
+def build_encoder_model(arch, dictionary, flags=TINY_ENCODER, task=("--task", "masked_lm")):
+    """``task``: the task (and criterion) flags, whose options the model may read (mlm_nsp's --no-nsp)."""
     parser = options.get_training_parser()
-    args = options.parse_args_and_arch(parser, ["unused-data-dir", "--task", "masked_lm", "--arch", arch] + list(flags))
+    args = options.parse_args_and_arch(parser, ["unused-data-dir", *task, "--arch", arch] + list(flags))
     cfg = convert_namespace_to_omegaconf(args)
     return ARCH_MODEL_REGISTRY[arch].build_model(cfg.model, fake_task(dictionary))

@@ -71,3 +71,22 @@ def test_masking_options_reach_the_masker(tiny_bert_corpus):
     )
     assert task.masker.cfg.spans and task.masker.cfg.mask_prob == 0.3
     np.testing.assert_allclose(task.masker.span_lengths, np.array([4, 2, 1]) / 7)
+
+
+def test_no_nsp_batches_are_single_segments_with_span_boundaries(tiny_bert_corpus):
+    task = MlmNspTask.setup_task(task_cfg(tiny_bert_corpus.data_bin, no_nsp=True, span_masking=True))
+    task.load_dataset("valid")
+    itr = task.get_batch_iterator(task.dataset("valid"), max_sentences=8, seed=1).next_epoch_itr(shuffle=False)
+    d, n_runs = task.source_dictionary, 0
+    for batch in itr:
+        tokens, target, boundaries = batch["net_input"]["src_tokens"], batch["target"], batch["span_boundaries"]
+        assert "nsp_target" not in batch and (tokens[:, 0] == d.bos()).all()
+        assert (tokens.eq(d.eos()).sum(dim=1) == 1).all()  # [CLS] text [SEP]
+        for row in range(len(tokens)):
+            for i in target[row].ne(d.pad()).nonzero()[:, 0].tolist():
+                before, after = boundaries[row, i].tolist()
+                # x_{s-1} and x_{e+1}: the first tokens outside the run of targets that holds i
+                assert before < i < after and target[row, before + 1 : after].ne(d.pad()).all()
+                assert target[row, before] == d.pad() and target[row, after] == d.pad()
+                n_runs += i == before + 1
+    assert n_runs > 0
