@@ -42,7 +42,7 @@ declare -A PRETRAIN_RUN=(
 )
 declare -A FINETUNE_MODEL=(  # --arch and model flags of fine-tuning
   [mlm_nsp]="$BERT_ARCH ${BERT_MODEL[*]:2}" [no_nsp]="$BERT_ARCH ${BERT_MODEL[*]:2}"
-  [ltr]="normformer_lm_classifier ${LTR_MODEL[*]:2} --max-target-positions $TOKENS"
+  [ltr]="normformer_lm_classifier ${LTR_MODEL[*]:2}"  # positions: --max-positions (normformer_lm_classifier)
 )
 for row in $ROWS; do
   # shellcheck disable=SC2086  # a list of flags without spaces inside (paths included)

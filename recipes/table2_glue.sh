@@ -103,4 +103,4 @@ for TASK in $TASKS; do
       $FP16_FLAGS $EXTRA_FLAGS || exit 1
   done
 done
-"$PY" "$HERE/glue_table.py" "$RUNS" --tasks $TASKS
+run "$PY" "$HERE/glue_table.py" "$RUNS" --tasks $TASKS

@@ -113,7 +113,7 @@ def embed_lines(model, dictionary, sp, lines, layer=None, last_four=None, pool="
             continue
         tokens = sequence(model, dictionary, pieces)
         if tokens.size(1) > max_len:
-            raise ValueError(f"line {number} has {tokens.size(1)} tokens with [CLS]/[SEP]; the model takes at most {max_len}")
+            raise ValueError(f"line {number} has {tokens.size(1)} tokens with the special symbols; the model takes at most {max_len}")
         vectors = select_layers(hidden_states(model, tokens), layer, last_four)[first : first + len(pieces)]
         vectors = vectors.float().numpy()
         for w, span in enumerate(word_spans(pieces)):
