@@ -55,7 +55,10 @@ def test_length_schedule_trains_90_percent_at_128_then_restores_it_at_512(comman
     if scale == "paper":
         assert updates_of_a_batch(phase1) == BERT["batch_size"] and phase1.lr == [BERT["lr"]]
     evals = [parse(a) for a in commands["bert_length_schedule", scale] if a[0].endswith("fairseq-validate")]
-    assert sorted(e.model_overrides.split(",")[0] for e in evals) == 2 * ["{'tokens_per_sample': 128", "{'tokens_per_sample': 512"]
+    assert sorted((e.path, e.model_overrides.split(",")[0]) for e in evals) == [
+        (os.path.join(phase.save_dir, "checkpoint_last.pt"), f"{{'tokens_per_sample': {n}")
+        for phase in (phase1, phase2) for n in (128, 512)
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("scale", ["paper", "tiny"])
