@@ -7,7 +7,11 @@ whole input at (the first, which RoBERTa's head reads, has seen only itself). Re
 checkpoint: the ``<mask>`` symbol that ``sentence_prediction`` appends to dict.txt gets a new
 embedding row (it never occurs in the inputs), and the new head keeps its initialisation.
 """
+from dataclasses import dataclass, field
+from typing import Optional
+
 import torch
+from fairseq.dataclass import FairseqDataclass
 from fairseq.models import register_model
 from fairseq.models.roberta.model import RobertaClassificationHead
 from fairseq.utils import safe_getattr
@@ -18,7 +22,23 @@ from .normformer_lm import NormFormerLanguageModel, NormFormerLanguageModelConfi
 EMBEDDINGS = ("decoder.embed_tokens.weight", "decoder.output_projection.weight")
 
 
-@register_model("normformer_lm_classifier", dataclass=NormFormerLanguageModelConfig)
+@dataclass
+class SentencePredictionLMFields(FairseqDataclass):
+    """The fields fairseq's LM config interpolates from a language_modeling task, which
+    sentence_prediction does not have; positions come from its --max-positions instead."""
+
+    add_bos_token: bool = False
+    tokens_per_sample: Optional[int] = None
+    max_target_positions: Optional[int] = field(default=None, metadata={"help": "default: --max-positions"})
+    tpu: bool = False
+
+
+@dataclass
+class NormFormerLMClassifierConfig(SentencePredictionLMFields, NormFormerLanguageModelConfig):
+    pass
+
+
+@register_model("normformer_lm_classifier", dataclass=NormFormerLMClassifierConfig)
 class NormFormerLMClassifier(NormFormerLanguageModel):
     def __init__(self, decoder):
         super().__init__(decoder)

@@ -2,6 +2,7 @@
 "LTR & No NSP" row): the head reads the last real token, and an LM state dict without <mask> loads."""
 import copy
 
+import pytest
 import torch
 from fairseq.models.roberta.model import RobertaClassificationHead
 
@@ -39,3 +40,21 @@ def test_restores_an_lm_and_classifies_from_the_last_real_token():
     torch.testing.assert_close(logits, expected, atol=1e-5, rtol=0)
     lm_logits, _ = clf(tokens[:1])  # without a head name it is still the LM
     torch.testing.assert_close(lm_logits[..., : len(d)], lm(tokens[:1])[0], atol=1e-5, rtol=0)
+
+
+def test_a_dictionary_with_symbols_appended_may_restore_the_checkpoint(tmp_path):
+    """sentence_prediction appends <mask> to the LM's dictionary: accepted; any other change is refused."""
+    import types
+
+    from fairseq_normformer.fixes.checkpoints import check_dictionaries, dictionary_fingerprints
+
+    d = tiny_dictionary()
+    checkpoint = tmp_path / "lm.pt"
+    torch.save({"extra_state": {"dictionaries": dictionary_fingerprints(types.SimpleNamespace(source_dictionary=d))}},
+               checkpoint)  # fmt: skip
+    extended, other = copy.deepcopy(d), tiny_dictionary(size=51)
+    extended.add_symbol("<mask>")
+    other.symbols[10] = "changed"
+    check_dictionaries(str(checkpoint), types.SimpleNamespace(source_dictionary=extended))
+    with pytest.raises(ValueError, match=rf"\({len(other)} symbols\) does not match the one checkpoint .*lm.pt was trained with"):
+        check_dictionaries(str(checkpoint), types.SimpleNamespace(source_dictionary=other))
