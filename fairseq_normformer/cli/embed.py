@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import List
 
 import numpy as np
+import sentencepiece as spm
 import torch
 from fairseq import checkpoint_utils
 
@@ -58,10 +59,6 @@ def load(checkpoint: Path, data=None):
         raise ValueError(f"{checkpoint} holds a {type(model).__name__}; expected normformer_roberta, "
                          "normformer_bert or normformer_lm")  # fmt: skip
     return model.eval(), task.source_dictionary
-
-
-def num_layers(model) -> int:
-    return len(model.decoder.layers if isinstance(model, NormFormerLanguageModel) else model.encoder.sentence_encoder.layers)
 
 
 def hidden_states(model, tokens: torch.Tensor) -> List[torch.Tensor]:
@@ -106,14 +103,14 @@ def sequence(model, dictionary, pieces: List[str]) -> torch.Tensor:
 def embed_lines(model, dictionary, sp, lines, layer=None, last_four=None, pool="first") -> Embeddings:
     out, first = Embeddings(), 1  # the index of the first text token (after <s> or </s>)
     max_len = model.max_positions()
-    max_len = max_len if isinstance(max_len, int) else min(max_len)
     for number, line in enumerate(lines, start=1):
         pieces = sp.encode(line.strip(), out_type=str)
         if not pieces:
             continue
         tokens = sequence(model, dictionary, pieces)
         if tokens.size(1) > max_len:
-            raise ValueError(f"line {number} has {tokens.size(1)} tokens with the special symbols; the model takes at most {max_len}")
+            raise ValueError(f"line {number} has {tokens.size(1)} tokens with the special symbols; "
+                             f"the model takes at most {max_len}")  # fmt: skip
         vectors = select_layers(hidden_states(model, tokens), layer, last_four)[first : first + len(pieces)]
         vectors = vectors.float().numpy()
         for w, span in enumerate(word_spans(pieces)):
@@ -155,14 +152,13 @@ def get_parser():
 def main(argv=None):
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     args = get_parser().parse_args(argv)
-    import sentencepiece as spm
-
     try:
         if not args.spm_model.is_file():
             raise FileNotFoundError(f"SentencePiece model {args.spm_model} not found (the corpus's spm.model)")
         if args.out_dir.exists() and any(args.out_dir.iterdir()):
             raise FileExistsError(f"{args.out_dir} exists and is not empty; choose another directory")
-        lines = sys.stdin.read().splitlines() if str(args.input) == "-" else args.input.read_text(encoding="utf-8").splitlines()
+        text = sys.stdin.read() if str(args.input) == "-" else args.input.read_text(encoding="utf-8")
+        lines = text.splitlines()
         model, dictionary = load(args.checkpoint, args.data)
         sp = spm.SentencePieceProcessor(model_file=str(args.spm_model))
         emb = embed_lines(model, dictionary, sp, lines, args.layer, args.last_four, args.pool)
