@@ -13,6 +13,7 @@ setup(
             "normformer-build-corpus=fairseq_normformer.cli.build_corpus:main",
             "normformer-convert-fairseq-lm=fairseq_normformer.cli.convert_fairseq_lm:main",
             "normformer-export-hf=fairseq_normformer.cli.export_hf:main",
+            "normformer-embed=fairseq_normformer.cli.embed:main",
             "normformer-user-dir=fairseq_normformer.cli.user_dir:main",
             "normformer-analyze=fairseq_normformer.cli.analyze:main",
             "normformer-zero-shot=fairseq_normformer.cli.zero_shot:main",

@@ -5,6 +5,9 @@ through ``normformer-paper-settings`` (see docs/recipes.md)::
     normformer-paper-settings --table 6 --size 125M --model normformer --world-size 16 --format json
 
 Model shapes stay in ``models/normformer_lm.py`` (``GPT3_SIZES``); this module names them by size.
+BERT's pre-training settings (Devlin et al. 2019), which the BERT recipes follow, are in ``BERT``::
+
+    normformer-paper-settings --bert --format shell
 """
 import argparse
 import json
@@ -91,6 +94,28 @@ def xiong_shell_lines(preset_suffix: str = "iwslt_de_en") -> list:
     return lines
 
 
+# BERT (Devlin et al. 2019, Appendix A.2): BERT-base, 256 sequences per update for 1M updates, Adam
+# (0.9, 0.999) at 1e-4, weight decay 0.01, 10k warmup updates then linear decay, dropout 0.1, 15% masked.
+# Its length schedule: 90% of the updates at 128 tokens, the last 10% at 512 "to learn the positional
+# embeddings". Table 5's ablations (MLM+NSP, No NSP, LTR & No NSP) share data, budget and fine-tuning.
+BERT = {
+    "arch": "postln_bert_base", "batch_size": 256, "max_update": 1_000_000, "lr": 1e-4,
+    "adam_betas": (0.9, 0.999), "adam_eps": 1e-6, "weight_decay": 0.01, "warmup_updates": 10_000,
+    "dropout": 0.1, "mask_prob": 0.15, "short_seq_prob": 0.1,
+    "phase1_percent": 90, "phase1_tokens": 128, "phase2_tokens": 512,
+    "finetune_lrs": (5e-5, 3e-5, 2e-5), "finetune_batch_size": 32, "finetune_epochs": 3,
+}  # fmt: skip
+
+
+def bert_shell_lines() -> list:
+    """bash assignments BERT_<NAME>=value (tuples as space-separated words), for ``eval``."""
+    words = lambda v: " ".join(map(str, v)) if isinstance(v, tuple) else str(v)  # noqa: E731
+    lines = [f"BERT_{name.upper()}={shlex.quote(words(value))}" for name, value in BERT.items()]
+    optimizer = ["--optimizer", "adam", "--adam-betas", str(BERT["adam_betas"]), "--adam-eps", str(BERT["adam_eps"]),
+                 "--weight-decay", str(BERT["weight_decay"])]  # fmt: skip
+    return lines + [f"BERT_OPTIMIZER=({shlex.join(optimizer)})"]
+
+
 def update_freq(tokens_per_update: int, world_size: int, batch_size: int, tokens_per_sample: int) -> int:
     """--update-freq such that world size x --batch-size x --tokens-per-sample x --update-freq equals
     the tokens per update exactly; an error when no whole number does."""
@@ -170,8 +195,10 @@ def shell_lines(runs: list) -> list:
 
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="normformer-paper-settings", description=__doc__.split("\n\n")[0])
-    p.add_argument("--table", required=True, choices=[*TABLES, "xiong"],
-                   help="paper table ('figs': Figures 2-5; 'xiong': Xiong et al.'s warmup study, shell format)")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--table", choices=[*TABLES, "xiong"],
+                       help="paper table ('figs': Figures 2-5; 'xiong': Xiong et al.'s warmup study, shell format)")
+    which.add_argument("--bert", action="store_true", help="BERT's pre-training settings (the BERT recipes)")
     p.add_argument("--size", action="append", choices=[*SIZES, *PRESET_SIZES],
                    help="125M or gpt3_small, ...; repeatable; default: the table's sizes")
     p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
@@ -186,6 +213,9 @@ def main(argv=None):
     args = get_parser().parse_args(argv)
     if args.table == "xiong":
         print("\n".join(xiong_shell_lines()))
+        return
+    if args.bert:
+        print("\n".join(bert_shell_lines()) if args.format == "shell" else json.dumps(BERT, indent=2))
         return
     sizes = args.size or list(TABLES[args.table]["sizes"])
     try:

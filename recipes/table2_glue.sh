@@ -19,7 +19,8 @@
 # MODEL_FLAGS (e.g. the sizes of a non-preset model), FP16_FLAGS (default: fairseq's fp16 settings;
 # set it empty on a CPU), EXTRA_FLAGS, MAX_EPOCH (10), MAX_POSITIONS (512: the pre-training
 # --tokens-per-sample, which sized the position table), and for smoke runs
-# BATCH_SIZE, TOTAL_UPDATES, WARMUP_UPDATES, which replace every task's values.
+# BATCH_SIZE, TOTAL_UPDATES, WARMUP_UPDATES, which replace every task's values. RUNS (default OUT/runs)
+# holds the runs, so that several checkpoints can share OUT's data (recipes/bert_table5_ablations.sh).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
@@ -38,6 +39,7 @@ FP16_FLAGS=${FP16_FLAGS-"--fp16 --fp16-init-scale 4 --threshold-loss-scale 1 --f
 EXTRA_FLAGS=${EXTRA_FLAGS:-}
 MAX_EPOCH=${MAX_EPOCH:-10}
 MAX_POSITIONS=${MAX_POSITIONS:-512}
+RUNS=${RUNS:-$OUT/runs}
 RECIPE=table2
 mkdir -p "$OUT"
 source "$HERE/_run_dir.sh"
@@ -74,11 +76,11 @@ for TASK in $TASKS; do
   esac
   DATA=$OUT/data/$TASK
   if [ ! -d "$DATA" ]; then
-    "$PY" "$HERE/sentence_prediction_data.py" glue "$TASK" "$GLUE_DIR/$TASK" \
+    run "$PY" "$HERE/sentence_prediction_data.py" glue "$TASK" "$GLUE_DIR/$TASK" \
       --spm-model "$SPM_MODEL" --dict "$DATA_BIN/dict.txt" --out "$DATA"
   fi
   for LR in $LRS; do
-    RUN=$OUT/runs/$TASK/lr$LR
+    RUN=$RUNS/$TASK/lr$LR
     if is_done "$RUN"; then
       echo "[table2] $TASK lr=$LR: done before, skipped"
       continue
@@ -101,4 +103,4 @@ for TASK in $TASKS; do
       $FP16_FLAGS $EXTRA_FLAGS || exit 1
   done
 done
-"$PY" "$HERE/glue_table.py" "$OUT/runs" --tasks $TASKS
+run "$PY" "$HERE/glue_table.py" "$RUNS" --tasks $TASKS
