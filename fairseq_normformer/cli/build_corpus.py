@@ -18,7 +18,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="output directory (absent, empty, or a corpus to reuse)")
     parser.add_argument("--format", choices=FORMATS + TASK_FORMATS, default="lm",
                         help="lm: a paragraph a line; bert: a sentence a line, an empty line between documents; "
-                        "squad, squad2, conll: fine-tuning tasks (docs/finetuning.md)")
+                        "squad, squad2, conll, swag: fine-tuning tasks (docs/finetuning.md)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (soft limit)")
     parser.add_argument("--max-chars", type=int, default=None,
                         help="cap the total text (shared 90/5/5 by the splits); default: everything")
@@ -40,10 +40,11 @@ def summary(out_dir) -> str:
 
 
 def build_task(args):
-    """--format squad|squad2|conll: DIR/{train,valid,test}.json or .conll (docs/finetuning.md)."""
+    """--format squad|squad2|conll|swag: DIR/{train,valid,test}.json, .conll or SWAG's
+    {train,val,test}.csv (docs/finetuning.md)."""
     try:
         counts = build_finetune_data(args.out, args.format, max_chars=args.max_chars, seed=args.seed)
-    except FileExistsError as e:
+    except (FileExistsError, ValueError) as e:
         raise SystemExit(f"normformer-build-corpus: error: {e}")
     print(f"built {args.format} data in {args.out}: " + "; ".join(f"{s} {c}" for s, c in counts.items()))
 

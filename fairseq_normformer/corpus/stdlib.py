@@ -26,6 +26,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import sentencepiece as spm
 
@@ -220,6 +221,17 @@ def fairseq_preprocess(pieces_dir: Path, dest: Path, workers: int):
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         raise RuntimeError(f"fairseq-preprocess failed ({' '.join(cmd)}):\n{result.stdout}\n{result.stderr}")
+
+
+def run_preprocess(destdir: Path, trainpref: Path, validpref: Path, srcdict: Optional[Path] = None):
+    """fairseq-preprocess --only-source of a task's train and valid pieces, in this process (one
+    fairseq import for all calls); ``srcdict``: the pre-training dictionary (else built from train)."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    argv = ["--only-source", "--trainpref", str(trainpref), "--validpref", str(validpref),
+            "--destdir", str(destdir), "--workers", "1"] + (["--srcdict", str(srcdict)] if srcdict else [])  # fmt: skip
+    preprocess.main(options.get_preprocessing_parser().parse_args(argv))
 
 
 # --- Build -------------------------------------------------------------------------------------
