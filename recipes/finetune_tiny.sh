@@ -9,7 +9,8 @@
 #
 # Prints (and writes to WORKDIR/results.md) one row per task: the final validation metric of both.
 # Settings through the environment: MAX_CHARS, VOCAB_SIZE (corpus), TASK_CHARS (each task's data),
-# SIZE_FLAGS, PRETRAIN_UPDATES, PRETRAIN_LR, FINETUNE_UPDATES, FINETUNE_LR, TASKS (qa ner swag),
+# SIZE_FLAGS, PRETRAIN_UPDATES, PRETRAIN_LR, FINETUNE_UPDATES (default per task: qa 200, ner 1500,
+# swag 200, a few CPU-minutes each; both runs of a task get the same), FINETUNE_LR, TASKS (qa ner swag),
 # OMP_NUM_THREADS (1: the two runs of a task go in parallel, one core each). Runs follow
 # recipes/_run_dir.sh (docs/recipes.md): finished runs are reused, every command is appended to
 # WORKDIR/commands.sh, DRY_RUN=1 prints the commands. Results: docs/results/finetune/.
@@ -25,7 +26,7 @@ TASK_CHARS=${TASK_CHARS:-300000}
 SIZE_FLAGS=${SIZE_FLAGS:-"--encoder-layers 2 --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4"}
 PRETRAIN_UPDATES=${PRETRAIN_UPDATES:-2000}
 PRETRAIN_LR=${PRETRAIN_LR:-1e-3}
-FINETUNE_UPDATES=${FINETUNE_UPDATES:-200}
+FINETUNE_UPDATES=${FINETUNE_UPDATES:-}
 FINETUNE_LR=${FINETUNE_LR:-5e-4}
 TASKS=${TASKS:-"qa ner swag"}
 TOKENS=128
@@ -64,25 +65,26 @@ run_in "$PRETRAINED" "$PRETRAINED/train.log" "$BIN/fairseq-train" "$CORPUS/data-
   --warmup-updates $((PRETRAIN_UPDATES / 10)) --total-num-update "$PRETRAIN_UPDATES" --max-update "$PRETRAIN_UPDATES" \
   --save-dir "$PRETRAINED" --no-epoch-checkpoints --validate-interval-updates "$PRETRAIN_UPDATES"
 
-task_flags() {  # TASK: its data directory and fairseq flags
+task_flags() {  # TASK: its updates, data directory and fairseq flags
   local finetune=(--spm-model "$CORPUS/spm.model" --dict "$CORPUS/data-bin/dict.txt" --max-seq-length "$TOKENS")
   case $1 in
-    qa) echo "$WORK/data/qa --task extractive_qa --criterion extractive_qa --doc-stride 96 --max-query-length 32 ${finetune[*]}" ;;
-    ner) echo "$WORK/data/ner --task token_classification --criterion token_classification ${finetune[*]}" ;;
-    swag) echo "$WORK/data/swag --task sentence_ranking --criterion sentence_ranking --num-classes 4 --init-token 0 --shorten-method truncate" ;;
+    qa) echo "${FINETUNE_UPDATES:-200} $WORK/data/qa --task extractive_qa --criterion extractive_qa --doc-stride 96 --max-query-length 32 ${finetune[*]}" ;;
+    ner) echo "${FINETUNE_UPDATES:-1500} $WORK/data/ner --task token_classification --criterion token_classification ${finetune[*]}" ;;
+    swag) echo "${FINETUNE_UPDATES:-200} $WORK/data/swag --task sentence_ranking --criterion sentence_ranking --num-classes 4 --init-token 0 --shorten-method truncate" ;;
   esac
 }
 
 finetune() {  # TASK INIT (pretrained|scratch)
-  local run=$WORK/$1/$2 flags init=()
-  read -ra flags <<<"$(task_flags "$1")"
+  local run=$WORK/$1/$2 updates flags init=()
+  read -r updates flags <<<"$(task_flags "$1")"
+  read -ra flags <<<"$flags"
   if [ "$2" = pretrained ]; then
     init=(--restore-file "$PRETRAINED/checkpoint_last.pt" --reset-optimizer --reset-dataloader --reset-meters)
   fi
   run_in "$run" "$run/train.log" "$BIN/fairseq-train" "${flags[@]}" "${COMMON[@]}" "${SIZE[@]}" "${init[@]}" \
-    --max-positions "$TOKENS" --lr "$FINETUNE_LR" --batch-size 16 --warmup-updates $((FINETUNE_UPDATES / 10)) \
-    --total-num-update "$FINETUNE_UPDATES" --max-update "$FINETUNE_UPDATES" --save-dir "$run" --no-save \
-    --validate-interval-updates $((FINETUNE_UPDATES / 3))
+    --max-positions "$TOKENS" --lr "$FINETUNE_LR" --batch-size 16 --warmup-updates $((updates / 10)) \
+    --total-num-update "$updates" --max-update "$updates" --save-dir "$run" --no-save \
+    --validate-interval-updates $((updates / 3))
 }
 
 for TASK in $TASKS; do
