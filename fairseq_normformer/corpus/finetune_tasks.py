@@ -43,6 +43,12 @@ def functions_by_scope(tree) -> list:
     return [(scope, [f for f in funcs if ast.get_docstring(f)]) for scope, funcs in scopes]
 
 
+def documented_nodes(tree) -> list:
+    """The module and every class and function in it: the nodes that may have a docstring."""
+    kinds = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return [tree] + [n for n in ast.walk(tree) if isinstance(n, kinds)]
+
+
 def parameters(function) -> list:
     a = function.args
     return [p.arg for p in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg] if p and p.arg not in ("self", "cls")]
@@ -110,9 +116,8 @@ def conll_sentences(tree, modules: set) -> list:
     classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     functions = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     names = {"modules": modules, "classes": classes, "functions": functions}
-    documented = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
     out = []
-    for node in documented:
+    for node in documented_nodes(tree):
         params = set(parameters(node)) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
         for paragraph in docstring_paragraphs(ast.get_docstring(node) or ""):
             out += [tag_sentence(s, names, params) for s in sentences(paragraph)]
@@ -129,7 +134,7 @@ SWAG_COLUMNS = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-s
 def next_sentence_pairs(tree) -> list:
     """(sentence, next sentence) of every docstring, both of at least SWAG_MIN_WORDS words."""
     pairs = []
-    for node in [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]:
+    for node in documented_nodes(tree):
         text = [s for p in docstring_paragraphs(ast.get_docstring(node) or "") for s in sentences(p)]
         pairs += [(a, b) for a, b in zip(text, text[1:]) if min(len(a.split()), len(b.split())) >= SWAG_MIN_WORDS]
     return pairs

@@ -46,7 +46,7 @@ class SpanDataset(TaggedDataset):
             gold = {(i, j): kind for kind, i, j in chunks(e.sentence.tags)}
             last = last_pieces(e)
             words.append(spans)
-            positions.append(torch.tensor([(e.first_pieces[i], last[j]) for i, j in spans], dtype=torch.long).view(-1, 2))
+            positions.append(torch.tensor([(e.first_pieces[i], last[j]) for i, j in spans]).view(-1, 2).long())
             targets.append(torch.tensor([self.label_ids[gold.get(s, NULL)] for s in spans], dtype=torch.long))
         batch["spans"] = pad_sequence(positions, batch_first=True)
         batch["span_target"] = data_utils.collate_tokens(targets, IGNORE)

@@ -6,7 +6,6 @@ import shlex
 import subprocess
 import sys
 
-import pytest
 from fairseq import options
 
 from tests.conftest import REPO_ROOT
@@ -30,7 +29,8 @@ def train_args(argv):
 
 def test_bert_finetune_uses_the_papers_hyperparameters(tmp_path):
     env = {"CHECKPOINT": "/c.pt", "ARCH": "normformer_bert_base", "DATA_BIN": "/d", "SPM_MODEL": "/s.model",
-           "OUT": str(tmp_path), "SQUAD1_DIR": "/sq1", "SQUAD2_DIR": "/sq2", "CONLL_DIR": "/conll", "SWAG_DIR": "/swag"}  # fmt: skip
+           "OUT": str(tmp_path), "SQUAD1_DIR": "/sq1", "SQUAD2_DIR": "/sq2", "CONLL_DIR": "/conll",
+           "SWAG_DIR": "/swag"}  # fmt: skip
     commands = dry_run("bert_finetune", tmp_path, env)
     trains = [train_args(c) for c in commands if os.path.basename(c[0]) == "fairseq-train"]
     assert [a.task for a in trains] == ["extractive_qa", "extractive_qa", "token_classification", "sentence_ranking"]
@@ -48,7 +48,8 @@ def test_bert_finetune_needs_its_data(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "SQUAD1_DIR"}
     result = subprocess.run(["bash", REPO_ROOT / "recipes" / "bert_finetune.sh"], capture_output=True, text=True,
                             env={**env, "DRY_RUN": "1", "PY": sys.executable, "CHECKPOINT": "/c", "ARCH": "a",
-                                 "DATA_BIN": "/d", "SPM_MODEL": "/s", "OUT": str(tmp_path), "TASKS": "squad1"})  # fmt: skip
+                                 "DATA_BIN": "/d", "SPM_MODEL": "/s", "OUT": str(tmp_path),
+                                 "TASKS": "squad1"})  # fmt: skip
     assert result.returncode != 0 and "set SQUAD1_DIR" in result.stderr
 
 
@@ -63,4 +64,5 @@ def test_tiny_recipe_compares_the_same_runs_with_and_without_pretraining(tmp_pat
         by_task.setdefault(train_args(argv).task, {})[init] = [a.replace("/pretrained/", "/") for a in without]
     assert sorted(by_task) == ["extractive_qa", "sentence_ranking", "token_classification"]
     for runs in by_task.values():
-        assert [a for a in runs["pretrained"] if "/pretrained" not in a] == [a for a in runs["scratch"] if "/scratch" not in a]
+        pretrained = [a for a in runs["pretrained"] if "/pretrained" not in a]
+        assert pretrained == [a for a in runs["scratch"] if "/scratch" not in a]
