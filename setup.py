@@ -19,6 +19,7 @@ setup(
             "normformer-zero-shot=fairseq_normformer.cli.zero_shot:main",
             "normformer-paper-settings=fairseq_normformer.paper:main",
             "normformer-predict=fairseq_normformer.cli.predict:main",
+            "normformer-swag-data=fairseq_normformer.cli.swag_data:main",
         ]
     },
 )

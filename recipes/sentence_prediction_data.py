@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 import numpy as np
-from fairseq import options
-from fairseq_cli import preprocess
 
-from fairseq_normformer.corpus.pipeline import encode_pieces
+from fairseq_normformer.corpus.pipeline import encode_pieces, run_preprocess
 from fairseq_normformer.runs.atomic import atomic_directory
 
 
@@ -67,13 +65,6 @@ def read_tsv(path: Path, fmt: TaskFormat, label_column: int):
     if not rows:
         raise ValueError(f"{path}: no rows with {max(*fmt.inputs, label_column) + 1} columns")
     return rows
-
-
-def run_preprocess(destdir: Path, trainpref: Path, validpref: Path, srcdict: Optional[Path]):
-    """fairseq-preprocess --only-source, in this process (one fairseq import for all calls)."""
-    argv = ["--only-source", "--trainpref", str(trainpref), "--validpref", str(validpref),
-            "--destdir", str(destdir), "--workers", "1"] + (["--srcdict", str(srcdict)] if srcdict else [])  # fmt: skip
-    preprocess.main(options.get_preprocessing_parser().parse_args(argv))
 
 
 def binarize(splits: dict, fmt: TaskFormat, spm_model: Path, srcdict: Path, tmp: Path):

@@ -1,5 +1,7 @@
-"""Shared fixtures: tiny standard-library and gettext corpora (built once per session) and ``run_cli``."""
+"""Shared fixtures: tiny standard-library and gettext corpora and a tiny pre-trained BERT checkpoint
+(built once per session), ``run_cli`` and the tiny masked-LM settings (``TINY``, ``TRAIN``, ``pretrain``)."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +16,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = REPO_ROOT / "fairseq_normformer"  # for --user-dir
 TINY_MAX_CHARS = 200_000
 TINY_VOCAB_SIZE = 1000
+TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+        "--encoder-attention-heads", "4"]  # fmt: skip
+TRAIN = ["--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3", "--num-workers", "0",
+         "--log-format", "simple", "--log-interval", "1", "--cpu", "--seed", "1"]  # fmt: skip
+VALID_LINE = re.compile(r"\| valid \| .*")
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one pytest process per core (pytest-xdist): each, and every CLI it starts,
@@ -87,3 +94,24 @@ def tiny_translation_corpus(tiny_locale_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("corpus") / "tiny_en_de"
     return build_translation_corpus(out, source_lang="en", target_lang="de", locale_dir=tiny_locale_dir,
                                     vocab_size=500)  # fmt: skip
+
+
+def valid_stats(stdout: str) -> dict:
+    line = VALID_LINE.findall(stdout)[-1]
+    return dict(re.findall(r"\| (\w+) ([-\d.]+)", line))
+
+
+def pretrain(data_bin, save_dir, arch, flags, updates=3):
+    return run_cli(["fairseq-train", data_bin, "--user-dir", USER_DIR, "--task", "mlm_nsp", "--criterion", "mlm_nsp",
+                    "--arch", arch, *TINY, "--tokens-per-sample", "64", *TRAIN, "--max-update", updates,
+                    "--save-dir", save_dir, "--no-epoch-checkpoints", *flags]).stdout  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def swap_run(tiny_bert_corpus, tmp_path_factory):
+    """A Post-LN BERT (exportable to transformers) pre-trained with swap negatives and span masking;
+    also the pre-trained checkpoint of the fine-tuning tests (tests/cli/test_finetune_e2e.py)."""
+    save_dir = tmp_path_factory.mktemp("swap_run")
+    flags = ["--nsp-negatives", "swap", "--span-masking"]
+    stdout = pretrain(tiny_bert_corpus.data_bin, save_dir, "postln_bert_base", flags)
+    return save_dir / "checkpoint_last.pt", stdout

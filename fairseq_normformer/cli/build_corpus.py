@@ -2,10 +2,10 @@
 
     normformer-build-corpus --out DIR [--format lm|bert] [--vocab-size N] [--max-chars N] [--seed S]
     normformer-build-corpus --out DIR --format translation --source-lang en --target-lang de [--max-words N]
-    normformer-build-corpus --out DIR --format squad|squad2|conll [--max-chars N] [--seed S]
+    normformer-build-corpus --out DIR --format squad|squad2|conll|swag [--max-chars N] [--seed S]
 
 lm/bert: the Python standard library's docstrings (docs/data.md); translation: the gettext message
-catalogues of installed programs (docs/translation.md); squad/squad2/conll: fine-tuning tasks built from
+catalogues of installed programs (docs/translation.md); squad/squad2/conll/swag: fine-tuning tasks built from
 the standard library's syntax trees (docs/finetuning.md). lm/bert/translation write DIR/raw (text), DIR/spm.model
 (SentencePiece), DIR/data-bin (fairseq-preprocess output). A complete corpus with the same settings
 in DIR is reused.
@@ -27,7 +27,7 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="output directory (absent, empty, or a corpus to reuse)")
     parser.add_argument("--format", choices=(*FORMATS, TRANSLATION, *TASK_FORMATS), default="lm",
                         help="lm: a paragraph a line; bert: a sentence a line, an empty line between documents; "
-                        "translation: gettext message pairs; squad, squad2, conll: fine-tuning tasks "
+                        "translation: gettext message pairs; squad, squad2, conll, swag: fine-tuning tasks "
                         "(docs/finetuning.md)")
     parser.add_argument("--vocab-size", type=int, default=8000, help="SentencePiece vocabulary (soft limit)")
     parser.add_argument("--max-chars", type=int, default=None,
@@ -57,10 +57,11 @@ def summary(out_dir) -> str:
 
 
 def build_task(args):
-    """--format squad|squad2|conll: DIR/{train,valid,test}.json or .conll (docs/finetuning.md)."""
+    """--format squad|squad2|conll|swag: DIR/{train,valid,test}.json, .conll or SWAG's
+    {train,val,test}.csv (docs/finetuning.md)."""
     try:
         counts = build_finetune_data(args.out, args.format, max_chars=args.max_chars, seed=args.seed)
-    except FileExistsError as e:
+    except (FileExistsError, ValueError) as e:
         raise SystemExit(f"normformer-build-corpus: error: {e}")
     print(f"built {args.format} data in {args.out}: " + "; ".join(f"{s} {c}" for s, c in counts.items()))
 

@@ -5,7 +5,9 @@
         (--null-odds-out). With gold answers in the file it prints EM and F1; --tune-threshold
         chooses the v2.0 no-answer threshold that maximises F1 on this file (use the dev set).
     normformer-predict tags CHECKPOINT FILE.conll --out PREDICTIONS.conll
-        CoNLL lines ``word gold predicted`` and the entity-level precision, recall and F1.
+        CoNLL lines ``word gold predicted`` and the entity-level precision, recall and F1. A span
+        classifier's entities are its decoded spans (with --span-decoding all they may nest; the
+        file then shows the non-overlapping ones, earliest first).
 
 --spm-model and --dict override the paths the checkpoint's task recorded.
 """
@@ -17,7 +19,7 @@ import torch
 from fairseq import checkpoint_utils
 
 from ..criterions.extractive_qa import answer_logits, predict_answers
-from ..criterions.token_classification import label_logits, predicted_tags
+from ..criterions.token_classification import label_logits, predict_entities
 from ..metrics import conll, squad
 
 
@@ -64,13 +66,13 @@ def predict_tags(args):
     gold, predicted = [], []
     with open(args.out, "w", encoding="utf-8") as out:
         for sample in batches(dataset, args.batch_size):
-            tags = predicted_tags(sample["sentences"], label_logits(model, sample), task.labels)
-            for e, sentence_tags in zip(sample["sentences"], tags):
-                out.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(e.sentence.words, e.sentence.tags, sentence_tags)))
+            logits = label_logits(model, sample, task.head_name)
+            for e, (tags, entities) in zip(sample["sentences"], predict_entities(task, sample, logits)):
+                out.write("".join(f"{w} {g} {p}\n" for w, g, p in zip(e.sentence.words, e.sentence.tags, tags)))
                 out.write("\n")
-                gold.append(e.sentence.tags)
-                predicted.append(sentence_tags)
-    result = conll.evaluate(gold, predicted)
+                gold.append(conll.chunks(e.sentence.tags))
+                predicted.append(entities)
+    result = conll.evaluate_entities(gold, predicted)
     print(f"{len(predicted)} sentences -> {args.out}")
     print(f"precision {result['precision']:.2f} | recall {result['recall']:.2f} | f1 {result['f1']:.2f} | "
           f"chunks {result['chunks']} | predicted {result['predicted']}")

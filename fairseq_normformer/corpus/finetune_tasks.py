@@ -11,9 +11,14 @@
   syntax tree gives them: MOD (a standard-library module), CLASS, FUNC (defined in the module) and
   PARAM (a parameter of the documented function). A name counts when it looks like code (dotted,
   with an underscore or inner capital, or followed by "(") or is a parameter of that function.
+- ``swag`` (SWAG's CSV columns): sent1 is a docstring sentence, sent2 the first ``SWAG_START_WORDS``
+  words of the docstring's next sentence; the right ending is the rest of that sentence, the three
+  others the rests of sentences drawn from other docstrings of the same split.
 """
 import ast
+import csv
 import json
+import random
 import re
 import sysconfig
 from pathlib import Path
@@ -21,7 +26,7 @@ from pathlib import Path
 from ..runs.atomic import atomic_directory
 from .stdlib import SPLIT_PERCENT, SPLITS, _definitions, docstring_paragraphs, sentences, split_of, stdlib_modules
 
-FORMATS = ("squad", "squad2", "conll")
+FORMATS = ("squad", "squad2", "conll", "swag")
 FUNCTIONS_PER_CONTEXT = 6
 QUESTIONS = {"return": "Return", "raise": "Raise"}  # question verb: the answer sentence's first word
 NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
@@ -36,6 +41,12 @@ def functions_by_scope(tree) -> list:
     for cls in classes:
         scopes.append((cls.name, [n for n in _definitions(cls.body) if not isinstance(n, ast.ClassDef)]))
     return [(scope, [f for f in funcs if ast.get_docstring(f)]) for scope, funcs in scopes]
+
+
+def documented_nodes(tree) -> list:
+    """The module and every class and function in it: the nodes that may have a docstring."""
+    kinds = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+    return [tree] + [n for n in ast.walk(tree) if isinstance(n, kinds)]
 
 
 def parameters(function) -> list:
@@ -105,13 +116,44 @@ def conll_sentences(tree, modules: set) -> list:
     classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     functions = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     names = {"modules": modules, "classes": classes, "functions": functions}
-    documented = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
     out = []
-    for node in documented:
+    for node in documented_nodes(tree):
         params = set(parameters(node)) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else set()
         for paragraph in docstring_paragraphs(ast.get_docstring(node) or ""):
             out += [tag_sentence(s, names, params) for s in sentences(paragraph)]
     return [s for s in out if s]
+
+
+# --- SWAG ----------------------------------------------------------------------------------------
+SWAG_START_WORDS = 2
+SWAG_MIN_WORDS = 5  # both sentences of a pair
+SWAG_COLUMNS = ["video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source",
+                "ending0", "ending1", "ending2", "ending3", "label"]  # fmt: skip
+
+
+def next_sentence_pairs(tree) -> list:
+    """(sentence, next sentence) of every docstring, both of at least SWAG_MIN_WORDS words."""
+    pairs = []
+    for node in documented_nodes(tree):
+        text = [s for p in docstring_paragraphs(ast.get_docstring(node) or "") for s in sentences(p)]
+        pairs += [(a, b) for a, b in zip(text, text[1:]) if min(len(a.split()), len(b.split())) >= SWAG_MIN_WORDS]
+    return pairs
+
+
+def write_swag(pairs: list, path: Path, rng: random.Random):
+    """SWAG rows: the true next sentence's rest at a random position among three distractors."""
+    if len(pairs) < 4:
+        raise ValueError(f"{path.name}: {len(pairs)} sentence pairs, SWAG needs at least 4: raise --max-chars")
+    rests = [" ".join(b.split()[SWAG_START_WORDS:]) for _, b in pairs]
+    with path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(SWAG_COLUMNS)
+        for k, (a, b) in enumerate(pairs):
+            endings = [rests[d] for d in rng.sample([d for d in range(len(pairs)) if d != k], 3)]
+            label = rng.randrange(4)
+            endings.insert(label, rests[k])
+            start = " ".join(b.split()[:SWAG_START_WORDS])
+            writer.writerow([f"stdlib-{k}", k, f"{a} {start}", a, start, "gold", *endings, label])
 
 
 # --- Build ---------------------------------------------------------------------------------------
@@ -134,6 +176,8 @@ def build_examples(fmt: str, max_chars, seed: int) -> dict:
             continue
         if fmt == "conll":
             items, size = conll_sentences(tree, module_names(modules)), lambda s: sum(len(t) + 1 for t, _ in s)
+        elif fmt == "swag":
+            items, size = next_sentence_pairs(tree), lambda pair: len(pair[0]) + len(pair[1])
         else:
             items = [p | {"module": module} for p in squad_paragraphs(module, tree, unanswerable=fmt == "squad2")]
             size = lambda p: len(p["context"])  # noqa: E731
@@ -160,16 +204,20 @@ def write_conll(tagged: list, path: Path):
 
 
 def build_finetune_data(out_dir, fmt: str, max_chars=None, seed=0) -> dict:
-    """Write out_dir/{train,valid,test}.json (squad, squad2) or .conll; returns counts per split.
+    """Write out_dir/{train,valid,test}.json (squad, squad2), .conll, or {train,val,test}.csv (swag,
+    SWAG's names); returns counts per split.
     ``out_dir`` must not exist; it appears complete or not at all."""
     out_dir = Path(out_dir)
     if out_dir.exists():
         raise FileExistsError(f"{out_dir} exists; remove it or choose another directory")
-    examples = build_examples(fmt, max_chars, seed)
+    examples, rng = build_examples(fmt, max_chars, seed), random.Random(seed)
     counts = {}
     with atomic_directory(out_dir) as tmp:
         for split, items in examples.items():
-            if fmt == "conll":
+            if fmt == "swag":
+                write_swag(items, tmp / f"{'val' if split == 'valid' else split}.csv", rng)
+                counts[split] = {"examples": len(items)}
+            elif fmt == "conll":
                 write_conll(items, tmp / f"{split}.conll")
                 counts[split] = {"sentences": len(items), "entities": sum(t.startswith("B-") for s in items for _, t in s)}
             else:

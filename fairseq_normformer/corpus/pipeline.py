@@ -7,7 +7,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 import sentencepiece as spm
 
@@ -123,3 +123,14 @@ def vocabulary_sizes(paths: CorpusPaths, dictionary: str) -> dict:
         "spm_vocab_size": spm.SentencePieceProcessor(model_file=str(paths.spm_model)).get_piece_size(),
         "dict_size": sum(1 for _ in (paths.data_bin / dictionary).open(encoding="utf-8")),
     }
+
+
+def run_preprocess(destdir: Path, trainpref: Path, validpref: Path, srcdict: Optional[Path] = None):
+    """fairseq-preprocess --only-source of a task's train and valid pieces, in this process (one
+    fairseq import for all calls); ``srcdict``: the pre-training dictionary (else built from train)."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
+    argv = ["--only-source", "--trainpref", str(trainpref), "--validpref", str(validpref),
+            "--destdir", str(destdir), "--workers", "1"] + (["--srcdict", str(srcdict)] if srcdict else [])  # fmt: skip
+    preprocess.main(options.get_preprocessing_parser().parse_args(argv))

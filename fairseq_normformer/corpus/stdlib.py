@@ -23,6 +23,7 @@ import re
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 from .pipeline import (
     SPLITS,

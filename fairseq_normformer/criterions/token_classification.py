@@ -1,6 +1,8 @@
 """``token_classification``: cross-entropy of each word's label on its first piece, summed over
 words (logged in base 2, per word), with token accuracy; in validation also the entity-level
-precision, recall and F1 of conlleval (``metrics/conll.py``), summed over the whole split."""
+precision, recall and F1 of conlleval (``metrics/conll.py``), summed over the whole split. With the
+task's ``--span-classification`` the same over every enumerated span's label (NULL or a type), and
+the entities are the decoded spans (``data/spans.py``)."""
 import math
 from dataclasses import dataclass
 
@@ -10,8 +12,8 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
 from ..data.conll import IGNORE
-from ..metrics.conll import chunk_counts, precision_recall_f1
-from ..tasks.token_classification import HEAD
+from ..data.spans import decode_spans, spans_to_tags
+from ..metrics.conll import chunks, entity_counts, precision_recall_f1
 
 
 @dataclass
@@ -19,9 +21,11 @@ class TokenClassificationCriterionConfig(FairseqDataclass):
     pass
 
 
-def label_logits(model, sample):
+def label_logits(model, sample, head_name: str):
+    """(B, T, labels) per token, or (B, S, labels) per span when the batch has ``spans``."""
     features, _ = model(**sample["net_input"], features_only=True)
-    return model.token_heads[HEAD](features).float()  # (B, T, labels)
+    head = model.token_heads[head_name]
+    return (head(features, sample["spans"]) if "spans" in sample else head(features)).float()
 
 
 def predicted_tags(sentences, logits, labels: list) -> list:
@@ -31,19 +35,32 @@ def predicted_tags(sentences, logits, labels: list) -> list:
             for b, e in enumerate(sentences)]  # fmt: skip
 
 
+def predict_entities(task, sample, logits) -> list:
+    """Per sentence, (BIO tags, entities {(type, first, last)}): from the tags, or from the spans
+    (tags of the non-overlapping ones)."""
+    if "spans" not in sample:
+        return [(tags, chunks(tags)) for tags in predicted_tags(sample["sentences"], logits, task.labels)]
+    out = []
+    for b, e in enumerate(sample["sentences"]):
+        spans = sample["span_words"][b]
+        entities = decode_spans(logits[b, : len(spans)], spans, task.labels, task.cfg.span_decoding == "all")
+        out.append((spans_to_tags(entities, len(e.sentence.words)), entities))
+    return out
+
+
 @register_criterion("token_classification", dataclass=TokenClassificationCriterionConfig)
 class TokenClassificationCriterion(FairseqCriterion):
     def forward(self, model, sample, reduce=True):
-        logits = label_logits(model, sample)
-        target = sample["target"]
+        logits = label_logits(model, sample, self.task.head_name)
+        target = sample.get("span_target", sample["target"])
         loss = F.cross_entropy(logits.view(-1, logits.size(-1)), target.view(-1), ignore_index=IGNORE, reduction="sum")
         words = int(target.ne(IGNORE).sum())
         correct = (logits.argmax(-1).eq(target) & target.ne(IGNORE)).sum()
         logging_output = {"loss": loss.data, "ntokens": sample["ntokens"], "nsentences": sample["nsentences"],
                           "sample_size": words, "correct": correct.data}  # fmt: skip
         if not model.training:
-            tags = predicted_tags(sample["sentences"], logits.detach(), self.task.labels)
-            counts = [chunk_counts(e.sentence.tags, t) for e, t in zip(sample["sentences"], tags)]
+            predicted = predict_entities(self.task, sample, logits.detach())
+            counts = [entity_counts(chunks(e.sentence.tags), p[1]) for e, p in zip(sample["sentences"], predicted)]
             for i, key in enumerate(("chunks_correct", "chunks_predicted", "chunks_gold")):
                 logging_output[key] = sum(c[i] for c in counts)
         return loss, words, logging_output

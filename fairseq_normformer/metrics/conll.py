@@ -38,10 +38,9 @@ def chunks(tags: list) -> set:
     return found
 
 
-def chunk_counts(gold: list, predicted: list) -> tuple:
-    """(correct, predicted, gold) chunk counts of one sentence."""
-    g, p = chunks(gold), chunks(predicted)
-    return len(g & p), len(p), len(g)
+def entity_counts(gold: set, predicted: set) -> tuple:
+    """(correct, predicted, gold) counts of one sentence's entities {(type, first, last)}."""
+    return len(gold & predicted), len(predicted), len(gold)
 
 
 def precision_recall_f1(correct: int, n_predicted: int, n_gold: int) -> tuple:
@@ -53,7 +52,13 @@ def precision_recall_f1(correct: int, n_predicted: int, n_gold: int) -> tuple:
 
 
 def evaluate(gold_sentences: list, predicted_sentences: list) -> dict:
-    counts = [chunk_counts(g, p) for g, p in zip(gold_sentences, predicted_sentences)]
+    """Scores of tag sequences."""
+    return evaluate_entities([chunks(g) for g in gold_sentences], [chunks(p) for p in predicted_sentences])
+
+
+def evaluate_entities(gold_entities: list, predicted_entities: list) -> dict:
+    """Scores of per-sentence entity sets {(type, first, last)}, which may nest (span classification)."""
+    counts = [entity_counts(g, p) for g, p in zip(gold_entities, predicted_entities)]
     correct, n_predicted, n_gold = (sum(c[i] for c in counts) for i in range(3))
     precision, recall, f1 = precision_recall_f1(correct, n_predicted, n_gold)
     return {"precision": precision, "recall": recall, "f1": f1, "chunks": n_gold, "predicted": n_predicted}

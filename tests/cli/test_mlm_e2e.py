@@ -15,13 +15,8 @@ from fairseq import checkpoint_utils
 from fairseq_normformer.analysis.grad_curves import read_grad_norms
 from fairseq_normformer.cli import export_hf
 
-from ..conftest import REPO_ROOT, USER_DIR, run_cli
+from ..conftest import REPO_ROOT, TINY, TRAIN, USER_DIR, pretrain, run_cli, valid_stats
 
-TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
-        "--encoder-attention-heads", "4"]  # fmt: skip
-TRAIN = ["--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3", "--num-workers", "0",
-         "--log-format", "simple", "--log-interval", "1", "--cpu", "--seed", "1"]  # fmt: skip
-VALID_LINE = re.compile(r"\| valid \| .*")
 BASH = shutil.which("bash")
 
 
@@ -39,17 +34,6 @@ def run_script(args, env: dict):
         for key, value in env.items():
             mp.setenv(key, str(value))
         return run_cli(args)
-
-
-def valid_stats(stdout: str) -> dict:
-    line = VALID_LINE.findall(stdout)[-1]
-    return dict(re.findall(r"\| (\w+) ([-\d.]+)", line))
-
-
-def pretrain(data_bin, save_dir, arch, flags, updates=3):
-    return run_cli(["fairseq-train", data_bin, "--user-dir", USER_DIR, "--task", "mlm_nsp", "--criterion", "mlm_nsp",
-                    "--arch", arch, *TINY, "--tokens-per-sample", "64", *TRAIN, "--max-update", updates,
-                    "--save-dir", save_dir, "--no-epoch-checkpoints", *flags]).stdout  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -73,15 +57,6 @@ def test_tiny_recipe_trains_baseline_and_normformer_with_random_negatives(tiny_r
         assert 0 <= float(stats["nsp_accuracy"]) <= 100 and float(stats["mlm_ppl"]) > 1
         assert "negatives: random" in log and "single-sentence documents" in log
         assert (work / arch / "checkpoint_last.pt").exists()
-
-
-@pytest.fixture(scope="module")
-def swap_run(tiny_bert_corpus, tmp_path_factory):
-    """A Post-LN BERT (exportable to transformers) pre-trained with swap negatives and span masking."""
-    save_dir = tmp_path_factory.mktemp("swap_run")
-    flags = ["--nsp-negatives", "swap", "--span-masking"]
-    stdout = pretrain(tiny_bert_corpus.data_bin, save_dir, "postln_bert_base", flags)
-    return save_dir / "checkpoint_last.pt", stdout
 
 
 @pytest.mark.parametrize("negatives", ["same-document", "swap"])
