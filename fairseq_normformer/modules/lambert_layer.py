@@ -170,9 +170,11 @@ class TwoPhaseAttention(SelfAttention):
 
 
 def per_pair(segments: Tensor, layout: SegmentLayout) -> Tensor:
-    """(N, C) rows of the blocks -> (B, S, C), zeros where a pair has fewer segments."""
+    """(N, C) rows of the blocks -> (B, S, C), zeros where a pair has fewer segments. index_put saves only
+    the index for backward (index_copy would keep ``segments``, and with it the (M+1, N, C) projection it
+    is a row of, alive until backward)."""
     flat = segments.new_zeros(layout.batch * layout.max_segments, segments.size(-1))
-    return flat.index_copy(0, layout.segment_index, segments).view(layout.batch, layout.max_segments, -1)
+    return flat.index_put((layout.segment_index,), segments).view(layout.batch, layout.max_segments, -1)
 
 
 class LambertLayer(NormFormerLayer):
