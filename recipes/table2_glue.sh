@@ -13,7 +13,8 @@
 # with --reset-optimizer --reset-dataloader --reset-meters), batch size, updates and warmup of
 # fairseq's RoBERTa GLUE recipe, 10 epochs; recipes/glue_table.py then prints one row per task.
 # Runs follow recipes/_run_dir.sh (docs/recipes.md): finished runs (a "done" marker) are skipped, so the
-# script can be re-run; every command is appended to OUT/commands.sh.
+# script can be re-run; every command (data, training, table) is appended to OUT/commands.sh, and
+# DRY_RUN=1 prints them and runs none.
 #
 # Optional: TASKS (default: the paper's Table 2 columns), LRS (default: 1e-5 1e-4 3e-4 1e-3 3e-3 6e-3),
 # MODEL_FLAGS (e.g. the sizes of a non-preset model), FP16_FLAGS (default: fairseq's fp16 settings;
@@ -75,7 +76,7 @@ for TASK in $TASKS; do
     *) METRIC_FLAGS=() ;;
   esac
   DATA=$OUT/data/$TASK
-  if [ ! -d "$DATA" ]; then
+  if [ ! -d "$DATA" ]; then  # through run: DRY_RUN=1 prints it and writes no data
     run "$PY" "$HERE/sentence_prediction_data.py" glue "$TASK" "$GLUE_DIR/$TASK" \
       --spm-model "$SPM_MODEL" --dict "$DATA_BIN/dict.txt" --out "$DATA"
   fi
@@ -103,4 +104,5 @@ for TASK in $TASKS; do
       $FP16_FLAGS $EXTRA_FLAGS || exit 1
   done
 done
+# shellcheck disable=SC2086  # TASKS is a list
 run "$PY" "$HERE/glue_table.py" "$RUNS" --tasks $TASKS

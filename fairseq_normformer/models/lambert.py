@@ -142,7 +142,8 @@ class LambertSentenceEncoder(nn.Module):
         """(M+1, N, C) blocks and (1, B, C) [CLS] -> (T, B, C) in the input's layout; [SEP]/padding: 0."""
         bsz, seq_len, dim = layout.batch, layout.seq_len, cls.size(-1)
         rows = torch.cat([layout.token_rows, torch.arange(bsz, device=cls.device) * seq_len])
-        values = torch.cat([blocks[layout.token_slots, layout.token_blocks], cls[0]])
+        token_features = blocks.flatten(0, 1).index_select(0, layout.token_slots * blocks.size(1) + layout.token_blocks)
+        values = torch.cat([token_features, cls[0]])
         flat = values.new_zeros(bsz * seq_len, dim).index_copy(0, rows, values)
         return flat.view(bsz, seq_len, dim).transpose(0, 1)
 

@@ -13,7 +13,8 @@ tokens and, as row M, its segment embedding. In every layer:
 The layer is a ``NormFormerLayer``: its LayerNorms, FFN and every switch of the operations table
 act on both phases, which share its weights.
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional, Tuple
 
 import torch
@@ -42,6 +43,7 @@ class SegmentLayout:
     token_slots: Tensor  # (K,) its place in the block, 0..M-1
     seq_len: int
     max_segments: int  # S of this batch (the longest pair's segment count)
+    _offsets: dict = field(default_factory=dict, repr=False)  # segment_offsets, computed once per batch
 
     @property
     def batch(self) -> int:
@@ -51,11 +53,11 @@ class SegmentLayout:
     def block_padding(self) -> Tensor:  # (N, M) True at padding
         return self.block_tokens.eq(-1)
 
-    @property
+    @cached_property  # index tensors: computed once per batch, not once per layer
     def segment_padding(self) -> Tensor:  # (B, S) True where pair b has no segment j
         return torch.arange(self.max_segments, device=self.num_segments.device) >= self.num_segments[:, None]
 
-    @property
+    @cached_property
     def segment_index(self) -> Tensor:  # (N,) row of each block in a flattened (B·S) segment matrix
         return self.block_example * self.max_segments + self.block_position
 
@@ -72,8 +74,10 @@ class SegmentLayout:
 
     def segment_offsets(self, max_offset: int) -> Tensor:
         """(N, S) j - i + max_offset of every (block i, segment j): rows of a (2·max_offset + 1)-row table."""
-        j = torch.arange(self.max_segments, device=self.block_position.device)
-        return j[None, :] - self.block_position[:, None] + max_offset
+        if max_offset not in self._offsets:
+            j = torch.arange(self.max_segments, device=self.block_position.device)
+            self._offsets[max_offset] = j[None, :] - self.block_position[:, None] + max_offset
+        return self._offsets[max_offset]
 
 
 def segment_layout(src_tokens: Tensor, pad: int, sep: int, segment_length: int) -> SegmentLayout:
@@ -136,9 +140,9 @@ class TwoPhaseAttention(SelfAttention):
 
     def segment_phase(self, x: Tensor, layout: SegmentLayout, mask: Tensor) -> Tensor:
         """x: (M+1, N, C), each block's tokens then its segment embedding -> (M+1, N, C)."""
-        tokens, segments = x[:-1], x[-1]
-        keys = torch.cat([self.k_proj(tokens), self._mapped_segments(self.k_proj, segments, layout)])
-        values = torch.cat([self.v_proj(tokens), self._mapped_segments(self.v_proj, segments, layout)])
+        keys, values = self.k_proj(x), self.v_proj(x)  # tokens and segments in one matrix multiply each
+        keys = torch.cat([keys[:-1], self._mapped_segments(self.k_proj, keys[-1], layout)])
+        values = torch.cat([values[:-1], self._mapped_segments(self.v_proj, values[-1], layout)])
         return self._attend(x, keys, values, mask)
 
     def cls_phase(self, cls: Tensor, segments: Tensor, layout: SegmentLayout, mask: Tensor) -> Tensor:
@@ -146,13 +150,15 @@ class TwoPhaseAttention(SelfAttention):
         keys_in = torch.cat([cls, per_pair(segments, layout).transpose(0, 1)])  # (1+S, B, C)
         return self._attend(cls, self.k_proj(keys_in), self.v_proj(keys_in), mask)
 
-    def _mapped_segments(self, proj: nn.Linear, segments: Tensor, layout: SegmentLayout) -> Tensor:
-        """(S, N, C): proj(P_ij(s_j)) for every block i and segment j of its pair. For ``relative``,
-        proj(s_j + r_{j-i}) = proj(s_j) + W r_{j-i}: the S·N sums cost no extra matrix multiply."""
-        mapped = per_pair(proj(segments), layout)[layout.block_example]  # (N, S, C)
+    def _mapped_segments(self, proj: nn.Linear, projected: Tensor, layout: SegmentLayout) -> Tensor:
+        """projected: (N, C), proj(s_j) of every block -> (S, N, C): proj(P_ij(s_j)) for every block i and
+        segment j of its pair. For ``relative``, proj(s_j + r_{j-i}) = proj(s_j) + W r_{j-i}: the S·N sums
+        cost no extra matrix multiply. Gathers are index_select (backward: index_add, not index_put)."""
+        mapped = per_pair(projected, layout).index_select(0, layout.block_example)  # (N, S, C)
         if self.offset_embeddings is not None:
             offsets = layout.segment_offsets(self.offset_embeddings.num_embeddings // 2)
-            mapped = mapped + F.linear(self.offset_embeddings.weight, proj.weight)[offsets]
+            table = F.linear(self.offset_embeddings.weight, proj.weight)
+            mapped = mapped + table.index_select(0, offsets.flatten()).view_as(mapped)
         return mapped.transpose(0, 1)
 
     def _attend(self, queries_in: Tensor, keys: Tensor, values: Tensor, mask: Tensor) -> Tensor:
@@ -164,9 +170,11 @@ class TwoPhaseAttention(SelfAttention):
 
 
 def per_pair(segments: Tensor, layout: SegmentLayout) -> Tensor:
-    """(N, C) rows of the blocks -> (B, S, C), zeros where a pair has fewer segments."""
+    """(N, C) rows of the blocks -> (B, S, C), zeros where a pair has fewer segments. index_put saves only
+    the index for backward (index_copy would keep ``segments``, and with it the (M+1, N, C) projection it
+    is a row of, alive until backward)."""
     flat = segments.new_zeros(layout.batch * layout.max_segments, segments.size(-1))
-    return flat.index_copy(0, layout.segment_index, segments).view(layout.batch, layout.max_segments, -1)
+    return flat.index_put((layout.segment_index,), segments).view(layout.batch, layout.max_segments, -1)
 
 
 class LambertLayer(NormFormerLayer):

@@ -82,3 +82,24 @@ def test_paper_scale_needs_data_and_a_whole_update_freq(tmp_path):
     result = subprocess.run(["bash", script, "paper", tmp_path / "b"], capture_output=True, text=True,
                             env={**env, "DRY_RUN": "1", "DATA": "/d", "WORLD_SIZE": "3"})  # fmt: skip
     assert result.returncode != 0 and "3 GPUs x --batch-size 16 x 2048 tokens does not divide 524288 tokens" in result.stderr
+
+
+def test_lambert_mnli_dry_run_prints_the_data_step_and_writes_no_data(tmp_path):
+    """DRY_RUN=1 recipes/lambert_mnli.sh (and the table2_glue.sh it calls): every command, GLUE tokenization
+    included, is printed and logged, none runs; the inputs need not exist and no data directory is written."""
+    out, glue = tmp_path / "lambert", tmp_path / "glue"
+    env = {**os.environ, "DRY_RUN": "1", "PY": sys.executable, "DATA_BIN": "/nonexistent/data-bin",
+           "SPM_MODEL": "/nonexistent/spm.model", "GLUE_DIR": str(glue), "OUT": str(out)}  # fmt: skip
+    result = subprocess.run(["bash", REPO_ROOT / "recipes" / "lambert_mnli.sh"], env=env, capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    argvs = [shlex.split(line) for line in (out / "finetune" / "commands.sh").read_text().splitlines()]
+    scripts = [os.path.basename(a[1]) if a[0] == sys.executable else os.path.basename(a[0]) for a in argvs]
+    assert scripts == ["sentence_prediction_data.py", "fairseq-train", "fairseq-train", "fairseq-train", "glue_table.py"]
+    data = argvs[0][argvs[0].index("--out") + 1]
+    assert argvs[0][2:5] == ["glue", "MNLI", f"{glue}/MNLI"] and data == f"{out}/finetune/data/MNLI"
+    for argv in argvs[1:4]:
+        args = options.parse_args_and_arch(options.get_training_parser(), argv[1:])
+        assert (args.data, args.task, args.arch) == (data, "sentence_prediction", "lambert_base")
+    assert "sentence_prediction_data.py glue MNLI" in result.stdout  # printed, as the training commands
+    assert not (out / "finetune" / "data").exists() and not (out / "pretrain").exists()
