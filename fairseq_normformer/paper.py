@@ -65,13 +65,14 @@ TABLES = {
 
 # Xiong et al. 2020 ("On Layer Normalization in the Transformer Architecture"), IWSLT14 De-En (Sec. 4.1):
 # 6+6 layers, d 512, FFN 1024, 4 heads; Adam (0.9, 0.98), label smoothing 0.1, dropout 0.1, 4096 tokens a
-# batch; Post-LN with inverse-sqrt warmup over 4000 updates at lr_max 5e-4, the warmup-free runs at
-# lr_t = 5e-4 / sqrt(t); BLEU with beam 5, length penalty 1.2. run name -> (model, lr, warmup updates)
+# batch; Post-LN with inverse-sqrt warmup over 4000 updates at lr_max 5e-4; the warmup-free runs keep lr_max
+# through the first epoch and then lr_max / sqrt(epoch) (our reading of Sec. 4.1: --decay-per epoch); BLEU
+# with beam 5, length penalty 1.2. run name -> (model, lr, warmup updates, --decay-per)
 XIONG_RUNS = {
-    "postln_warmup": ("postln", 5e-4, 4000),
-    "postln_no_warmup": ("postln", 5e-4, 0),
-    "preln_no_warmup": ("preln", 5e-4, 0),
-    "normformer_no_warmup": ("normformer", 5e-4, 0),
+    "postln_warmup": ("postln", 5e-4, 4000, "update"),
+    "postln_no_warmup": ("postln", 5e-4, 0, "epoch"),
+    "preln_no_warmup": ("preln", 5e-4, 0, "epoch"),
+    "normformer_no_warmup": ("normformer", 5e-4, 0, "epoch"),
 }
 XIONG_TRAIN = ("--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--clip-norm", "0.0",
                "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1", "--dropout", "0.1",
@@ -81,11 +82,12 @@ XIONG_BEAM = ("--beam", "5", "--lenpen", "1.2")
 
 def xiong_shell_lines(preset_suffix: str = "iwslt_de_en") -> list:
     """bash assignments (for ``eval``) of Xiong et al.'s warmup study: XIONG_RUNS (names in order),
-    XIONG_ARCH/LR/WARMUP keyed by run name, XIONG_TRAIN and XIONG_BEAM."""
+    XIONG_ARCH/LR/WARMUP/DECAY keyed by run name, XIONG_TRAIN and XIONG_BEAM."""
     keyed = {
-        "ARCH": {run: f"{model}_transformer_{preset_suffix}" for run, (model, _, _) in XIONG_RUNS.items()},
-        "LR": {run: lr_text(lr) for run, (_, lr, _) in XIONG_RUNS.items()},
-        "WARMUP": {run: str(warmup) for run, (_, _, warmup) in XIONG_RUNS.items()},
+        "ARCH": {run: f"{model}_transformer_{preset_suffix}" for run, (model, *_) in XIONG_RUNS.items()},
+        "LR": {run: lr_text(lr) for run, (_, lr, _, _) in XIONG_RUNS.items()},
+        "WARMUP": {run: str(warmup) for run, (_, _, warmup, _) in XIONG_RUNS.items()},
+        "DECAY": {run: decay for run, (*_, decay) in XIONG_RUNS.items()},
     }
     lines = [f"XIONG_RUNS=({' '.join(XIONG_RUNS)})", f"XIONG_TRAIN=({shlex.join(XIONG_TRAIN)})",
              f"XIONG_BEAM=({shlex.join(XIONG_BEAM)})"]  # fmt: skip

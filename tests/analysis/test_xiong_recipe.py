@@ -28,11 +28,12 @@ def test_four_runs_with_xiong_settings(scale, tmp_path):
     trains = [options.parse_args_and_arch(options.get_training_parser(), argv[1:])
               for argv in commands if os.path.basename(argv[0]) == "fairseq-train"]  # fmt: skip
     assert len(trains) == len(XIONG_RUNS)
-    for args, (run, (model, lr, warmup)) in zip(trains, XIONG_RUNS.items()):
+    for args, (run, (model, lr, warmup, decay)) in zip(trains, XIONG_RUNS.items()):
         assert args.save_dir == str(tmp_path / run / "checkpoints")
         assert (args.post_ln, args.scale_attn and args.scale_fc and args.scale_heads) == MODELS[model]
-        assert args.lr == [lr] and args.lr_scheduler == "inverse_sqrt_any_warmup" and args.share_all_embeddings
+        assert args.lr == [lr if scale == "paper" else 1e-3] and args.lr_scheduler == "inverse_sqrt_any_warmup" and args.share_all_embeddings
         assert args.warmup_updates == (warmup if scale == "paper" or warmup == 0 else 100)
+        assert args.decay_per == decay == ("update" if warmup else "epoch")  # Xiong Sec. 4.1: lr / sqrt(epoch)
         assert args.eval_bleu and '"lenpen": 1.2' in args.eval_bleu_args and args.best_checkpoint_metric == "bleu"
         assert (args.encoder_layers, args.decoder_layers) == (6, 6)
         assert args.encoder_embed_dim == (512 if scale == "paper" else 64)

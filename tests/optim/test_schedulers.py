@@ -1,4 +1,5 @@
-"""inverse_sqrt_any_warmup: Xiong et al.'s lr / sqrt(t) without warmup, fairseq's inverse_sqrt with it."""
+"""inverse_sqrt_any_warmup: Xiong et al.'s lr / sqrt(update) or lr / sqrt(epoch) without warmup, fairseq's
+inverse_sqrt with it."""
 import pytest
 import torch
 from fairseq.optim import FairseqOptimizer
@@ -34,6 +35,18 @@ def test_without_warmup_lr_over_sqrt_update():
         assert optimizer.get_lr() == scheduler.lr
 
 
+def test_decay_per_epoch_keeps_lr_through_each_epoch():
+    scheduler, optimizer = schedule("inverse_sqrt_any_warmup", lr=[5e-4], warmup_updates=0, decay_per="epoch")
+    assert optimizer.get_lr() == 5e-4
+    updates = iter(range(1, 1000))
+    for epoch in (1, 2, 3, 4):
+        assert scheduler.step_begin_epoch(epoch) == pytest.approx(5e-4 / epoch**0.5, rel=1e-12)
+        for t in [next(updates) for _ in range(50)]:  # 50 updates an epoch
+            assert scheduler.step_update(t) == optimizer.get_lr() == pytest.approx(5e-4 / epoch**0.5, rel=1e-12)
+        scheduler.step(epoch)  # end of epoch (fairseq's trainer.lr_step): no change
+        assert optimizer.get_lr() == pytest.approx(5e-4 / epoch**0.5, rel=1e-12)
+
+
 def test_with_warmup_equals_fairseq_inverse_sqrt_and_its_formula():
     settings = {"lr": [1e-3], "warmup_updates": 100, "warmup_init_lr": 1e-7}
     ours, _ = schedule("inverse_sqrt_any_warmup", **settings)
@@ -51,3 +64,5 @@ def test_fairseq_inverse_sqrt_fails_without_warmup_and_bad_values_are_named():
         schedule("inverse_sqrt_any_warmup", warmup_updates=-5)
     with pytest.raises(ValueError, match="takes one --lr"):
         schedule("inverse_sqrt_any_warmup", lr=[1e-3, 1e-4], warmup_updates=0)
+    with pytest.raises(ValueError, match="--decay-per epoch needs --warmup-updates 0"):
+        schedule("inverse_sqrt_any_warmup", warmup_updates=100, decay_per="epoch")
