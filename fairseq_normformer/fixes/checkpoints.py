@@ -129,11 +129,21 @@ def dictionary_fingerprints(task) -> dict:
     return fingerprints
 
 
+# Symbols a task appends to the dictionary it reads (sentence_prediction and masked_lm add <mask>).
+TASK_APPENDED_SYMBOLS = {"<mask>"}
+
+
 def extends(task, side: str, expected: dict) -> bool:
-    """The task's dictionary is the checkpoint's with symbols appended (sentence_prediction appends
-    <mask> to a causal LM's): every id the checkpoint knows means the same symbol."""
+    """The task's dictionary is the checkpoint's plus symbols the task appends itself (sentence_prediction
+    appends <mask> to a causal LM's): every id the checkpoint knows means the same symbol. A data
+    directory whose dict.txt has more symbols is still refused."""
     symbols = getattr(task, f"{side}_dictionary").symbols
-    return len(symbols) > expected["size"] and symbols_md5(symbols[: expected["size"]]) == expected["md5"]
+    appended = symbols[expected["size"]:]
+    return (
+        bool(appended)
+        and set(appended) <= TASK_APPENDED_SYMBOLS
+        and symbols_md5(symbols[: expected["size"]]) == expected["md5"]
+    )
 
 
 def recorded_fingerprints(path: str):

@@ -43,7 +43,8 @@ def test_restores_an_lm_and_classifies_from_the_last_real_token():
 
 
 def test_a_dictionary_with_symbols_appended_may_restore_the_checkpoint(tmp_path):
-    """sentence_prediction appends <mask> to the LM's dictionary: accepted; any other change is refused."""
+    """sentence_prediction appends <mask> to the LM's dictionary: accepted; any other change (another
+    appended symbol included) is refused."""
     import types
 
     from fairseq_normformer.fixes.checkpoints import check_dictionaries, dictionary_fingerprints
@@ -58,3 +59,7 @@ def test_a_dictionary_with_symbols_appended_may_restore_the_checkpoint(tmp_path)
     check_dictionaries(str(checkpoint), types.SimpleNamespace(source_dictionary=extended))
     with pytest.raises(ValueError, match=rf"\({len(other)} symbols\) does not match the one checkpoint .*lm.pt was trained with"):
         check_dictionaries(str(checkpoint), types.SimpleNamespace(source_dictionary=other))
+    appended_word = copy.deepcopy(d)
+    appended_word.add_symbol("extra-symbol")
+    with pytest.raises(ValueError, match=rf"\({len(appended_word)} symbols\) does not match"):
+        check_dictionaries(str(checkpoint), types.SimpleNamespace(source_dictionary=appended_word))
