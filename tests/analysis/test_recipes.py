@@ -94,7 +94,8 @@ def test_lambert_mnli_dry_run_prints_the_data_step_and_writes_no_data(tmp_path):
                             text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
     argvs = [shlex.split(line) for line in (out / "finetune" / "commands.sh").read_text().splitlines()]
-    scripts = [os.path.basename(a[1]) if a[0] == sys.executable else os.path.basename(a[0]) for a in argvs]
+    # a Python script's name, else the console script's (`make test` runs a relative .venv/bin/python)
+    scripts = [os.path.basename(a[1] if os.path.basename(a[0]).startswith("python") else a[0]) for a in argvs]
     assert scripts == ["sentence_prediction_data.py", "fairseq-train", "fairseq-train", "fairseq-train", "glue_table.py"]
     data = argvs[0][argvs[0].index("--out") + 1]
     assert argvs[0][2:5] == ["glue", "MNLI", f"{glue}/MNLI"] and data == f"{out}/finetune/data/MNLI"
