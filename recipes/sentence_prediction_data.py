@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from fairseq_normformer.corpus.pipeline import encode_pieces, run_preprocess
+from fairseq_normformer.corpus.pipeline import binarize_inputs, run_preprocess
 from fairseq_normformer.runs.atomic import atomic_directory
 
 
@@ -70,14 +70,8 @@ def read_tsv(path: Path, fmt: TaskFormat, label_column: int):
 def binarize(splits: dict, fmt: TaskFormat, spm_model: Path, srcdict: Path, tmp: Path):
     """splits: {split: rows}. Inputs become SentencePiece pieces binarized with the pre-training
     dictionary; class labels get their own dictionary, regression targets a ``.label`` text file."""
-    text = tmp / "text"
-    text.mkdir(parents=True)
-    for i in range(len(fmt.inputs)):
-        for split, rows in splits.items():
-            raw = text / f"input{i}.{split}.raw"
-            raw.write_text("".join(r[i] + "\n" for r in rows), encoding="utf-8")
-            encode_pieces(spm_model, raw, text / f"input{i}.{split}")
-        run_preprocess(tmp / f"input{i}", text / f"input{i}.train", text / f"input{i}.valid", srcdict)
+    columns = {split: [[r[i] for r in rows] for i in range(len(fmt.inputs))] for split, rows in splits.items()}
+    text = binarize_inputs(columns, spm_model, srcdict, tmp)
     if fmt.label_scale:
         (tmp / "label").mkdir()
         for split, rows in splits.items():

@@ -134,3 +134,17 @@ def run_preprocess(destdir: Path, trainpref: Path, validpref: Path, srcdict: Opt
     argv = ["--only-source", "--trainpref", str(trainpref), "--validpref", str(validpref),
             "--destdir", str(destdir), "--workers", "1"] + (["--srcdict", str(srcdict)] if srcdict else [])  # fmt: skip
     preprocess.main(options.get_preprocessing_parser().parse_args(argv))
+
+
+def binarize_inputs(columns: dict, spm_model: Path, srcdict: Optional[Path], tmp: Path) -> Path:
+    """fairseq's sentence_prediction / sentence_ranking layout: ``columns[split][i]`` are the texts of input
+    i, written as SentencePiece pieces to tmp/text and binarized into tmp/input{i}; returns tmp/text."""
+    text = tmp / "text"
+    text.mkdir(parents=True, exist_ok=True)
+    for i in range(len(next(iter(columns.values())))):
+        for split, inputs in columns.items():
+            raw = text / f"input{i}.{split}.raw"
+            raw.write_text("".join(t + "\n" for t in inputs[i]), encoding="utf-8")
+            encode_pieces(spm_model, raw, text / f"input{i}.{split}")
+        run_preprocess(tmp / f"input{i}", text / f"input{i}.train", text / f"input{i}.valid", srcdict)
+    return text

@@ -12,7 +12,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..corpus.pipeline import encode_pieces, run_preprocess
+from ..corpus.pipeline import binarize_inputs
 from ..runs.atomic import atomic_directory
 
 ENDINGS = 4
@@ -61,15 +61,10 @@ def write_ranking_data(swag_dir, spm_model, srcdict, out_dir) -> dict:
     if Path(out_dir).exists():
         raise FileExistsError(f"{out_dir} exists; remove it or choose another directory")
     with atomic_directory(Path(out_dir)) as tmp:
-        text = tmp / "text"
         (tmp / "label").mkdir(parents=True)
-        text.mkdir()
         for split, examples in splits.items():
             (tmp / "label" / f"{split}.label").write_text("".join(f"{e.label}\n" for e in examples))
-        for i in range(ENDINGS + 1):
-            for split, examples in splits.items():
-                raw = text / f"input{i}.{split}.raw"
-                raw.write_text("".join(choice_texts(e)[i] + "\n" for e in examples), encoding="utf-8")
-                encode_pieces(spm_model, raw, text / f"input{i}.{split}")
-            run_preprocess(tmp / f"input{i}", text / f"input{i}.train", text / f"input{i}.valid", srcdict)
+        columns = {split: [[choice_texts(e)[i] for e in examples] for i in range(ENDINGS + 1)]
+                   for split, examples in splits.items()}  # fmt: skip
+        binarize_inputs(columns, spm_model, srcdict, tmp)
     return {split: len(examples) for split, examples in splits.items()}
