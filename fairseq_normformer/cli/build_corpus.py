@@ -4,7 +4,7 @@
     normformer-build-corpus --out DIR --format translation --source-lang en --target-lang de [--max-words N]
     normformer-build-corpus --out DIR --format squad|squad2|conll|swag [--max-chars N] [--seed S]
 
-lm/bert: the Python standard library's docstrings (docs/data.md); translation: the gettext message
+lm/bert: the Python standard library's docstrings, or with --python-docs the Python manual (docs/data.md); translation: the gettext message
 catalogues of installed programs (docs/translation.md); squad/squad2/conll/swag: fine-tuning tasks built from
 the standard library's syntax trees (docs/finetuning.md). lm/bert/translation write DIR/raw (text), DIR/spm.model
 (SentencePiece), DIR/data-bin (fairseq-preprocess output). A complete corpus with the same settings
@@ -17,6 +17,7 @@ from ..corpus.finetune_tasks import FORMATS as TASK_FORMATS
 from ..corpus.finetune_tasks import build_finetune_data
 from ..corpus.gettext import DEFAULT_LOCALE_DIR, build_translation_corpus
 from ..corpus.pipeline import MARKER, SPLITS, read_manifest
+from ..corpus.python_docs import DEFAULT_DOCS_DIR, PACKAGE
 from ..corpus.stdlib import FORMATS, build_corpus
 
 TRANSLATION = "translation"
@@ -35,6 +36,9 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0,
                         help="salts the module-to-split hash; seeds SentencePiece")
     parser.add_argument("--workers", type=int, default=1, help="fairseq-preprocess --workers")
+    parser.add_argument("--python-docs", nargs="?", const=str(DEFAULT_DOCS_DIR), default=None, metavar="DIR",
+                        help=f"lm/bert: the Python manual's prose (7 MB; `apt-get install {PACKAGE}`) instead of "
+                        f"the docstrings; DIR: its reST sources (default {DEFAULT_DOCS_DIR})")
     group = parser.add_argument_group("translation")
     group.add_argument("--source-lang", default="en", help="source language (msgids are English)")
     group.add_argument("--target-lang", default="de", help="target language (a directory of --locale-dir)")
@@ -69,8 +73,9 @@ def build_task(args):
 def build(args):
     """The corpus ``args`` ask for; (paths, raw file suffixes, fairseq task)."""
     if args.format == TRANSLATION:
-        if args.max_chars is not None:
-            raise ValueError("--max-chars caps the lm and bert formats; use --max-words for translation")
+        if args.max_chars is not None or args.python_docs is not None:
+            raise ValueError("--max-chars and --python-docs apply to the lm and bert formats; "
+                             "translation reads the gettext catalogues (--max-words caps them)")
         paths = build_translation_corpus(
             args.out, source_lang=args.source_lang, target_lang=args.target_lang, locale_dir=args.locale_dir,
             vocab_size=args.vocab_size, max_words=args.max_words, seed=args.seed, workers=args.workers,
@@ -79,7 +84,7 @@ def build(args):
     if args.max_words is not None:
         raise ValueError("--max-words applies to --format translation; use --max-chars for lm and bert")
     paths = build_corpus(args.out, fmt=args.format, vocab_size=args.vocab_size, max_chars=args.max_chars,
-                         seed=args.seed, workers=args.workers)  # fmt: skip
+                         seed=args.seed, workers=args.workers, python_docs_dir=args.python_docs)  # fmt: skip
     return paths, "txt", "language_modeling"
 
 
@@ -90,7 +95,7 @@ def main(argv=None):
     reused = (Path(args.out) / MARKER).exists()
     try:
         paths, suffixes, task = build(args)
-    except (ValueError, FileExistsError) as e:
+    except (ValueError, FileExistsError, FileNotFoundError) as e:
         raise SystemExit(f"normformer-build-corpus: error: {e}")
     print(f"{'reused the' if reused else 'built a'} corpus in {paths.raw_dir.parent} ({MARKER} lists the settings)")
     print(f"  raw text:      {paths.raw_dir}/{{train,valid,test}}.{suffixes}")

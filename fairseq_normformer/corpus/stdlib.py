@@ -164,15 +164,17 @@ def format_lines(documents: list, fmt: str) -> list:
     return lines
 
 
-def split_documents(stdlib_dir, seed: int, max_chars) -> dict:
-    """{split: [Document]} in sorted module order; max_chars is shared 90/5/5 among the splits
-    (a module is parsed only when its split still has room)."""
-    modules = stdlib_modules(stdlib_dir)
+def split_documents(stdlib_dir, seed: int, max_chars, sources=stdlib_modules, documents_of=module_documents) -> dict:
+    """{split: [Document]} in sorted name order; max_chars is shared 90/5/5 among the splits
+    (a source file is parsed only when its split still has room). ``sources(dir)`` lists (name, path)
+    and ``documents_of(name, path)`` reads a file's documents: by default the standard library's modules
+    and their docstrings (python_docs.py: the Python manual's files and their prose)."""
+    files = sources(stdlib_dir)
 
     def documents(split):
-        for name, path in modules:
+        for name, path in files:
             if split_of(name, seed) == split:
-                yield from module_documents(name, path)
+                yield from documents_of(name, path)
 
     budget = {s: None if max_chars is None else max_chars * SPLIT_PERCENT[s] // 100 for s in SPLITS}
     return {split: cap_chars(documents(split), budget[split]) for split in SPLITS}
@@ -198,7 +200,13 @@ def _write_text(documents: dict, raw_dir: Path, fmt: str) -> dict:
 
 def _build(tmp: Path, settings: dict, workers: int) -> dict:
     paths = corpus_paths(tmp)
-    documents = split_documents(settings["stdlib"], settings["seed"], settings["max_chars"])
+    if "python_docs" in settings:
+        from . import python_docs  # it builds on this module's Document and reST rules
+
+        documents = split_documents(settings["python_docs"], settings["seed"], settings["max_chars"],
+                                    python_docs.doc_files, python_docs.file_document)  # fmt: skip
+    else:
+        documents = split_documents(settings["stdlib"], settings["seed"], settings["max_chars"])
     stats = _write_text(documents, paths.raw_dir, settings["format"])
     train_sentencepiece([paths.raw_dir / "train.txt"], tmp / "spm", settings["vocab_size"], settings["seed"])
     pieces = encode_splits(tmp, [f"{split}.txt" for split in SPLITS])
@@ -219,10 +227,17 @@ def _check_args(fmt, vocab_size, max_chars, workers):
         raise ValueError(f"workers must be at least 1, got {workers}")
 
 
-def build_corpus(out_dir, *, fmt="lm", vocab_size=8000, max_chars=None, seed=0, workers=1) -> CorpusPaths:
+def build_corpus(out_dir, *, fmt="lm", vocab_size=8000, max_chars=None, seed=0, workers=1,
+                 python_docs_dir=None) -> CorpusPaths:
     """Build (or reuse, when ``out_dir`` holds a complete corpus with the same settings) the
-    standard-library docstring corpus. Never writes into an existing non-empty ``out_dir``."""
+    standard-library docstring corpus, or with ``python_docs_dir`` the Python manual's prose
+    (python_docs.py). Never writes into an existing non-empty ``out_dir``."""
     _check_args(fmt, vocab_size, max_chars, workers)
     settings = {"format": fmt, "vocab_size": vocab_size, "max_chars": max_chars, "seed": seed,
                 "python": platform.python_version(), "stdlib": sysconfig.get_paths()["stdlib"]}  # fmt: skip
+    if python_docs_dir is not None:
+        from .python_docs import doc_files
+
+        doc_files(python_docs_dir)  # names the package to install when the manual is missing
+        settings = {**settings, "stdlib": None, "python_docs": str(Path(python_docs_dir).absolute())}
     return build_or_reuse(out_dir, settings, lambda tmp: _build(tmp, settings, workers))
