@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from fairseq import checkpoint_utils
+from fairseq.data import iterators
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
-from . import checkpoints, cpu_training
+from . import batch_prefetch, checkpoints, cpu_training
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -108,6 +109,14 @@ FIXES = {
         bug="torch >= 2.6 loads with weights_only=True and refuses the numpy arrays that --eval-bleu's metrics "
         "leave in a checkpoint: fairseq-generate cannot load a translation model trained with --eval-bleu",
         on_cpu="numpy arrays, scalars and their dtypes are added to torch's safe globals",
+    ),
+    "batch_prefetch_exit": Fix(
+        replacements=((iterators.BackgroundConsumer, "run", batch_prefetch.run),),
+        setup=batch_prefetch.install,
+        bug="a run that stops mid-epoch (--max-update) exits while the daemon thread loading batches ahead is in "
+        "torch's C++ code: CPython's pthread_exit of daemon threads then aborts the process after it saved "
+        "everything ('terminate called without an active exception', exit 134), now and then",
+        on_cpu="the loading thread stops at its next hand-over; at exit the running ones are stopped and joined",
     ),
     "hydra_warnings": Fix(
         replacements=(),
