@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from fairseq import checkpoint_utils
+from fairseq.data import data_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
-from . import checkpoints, cpu_training
+from . import batches, checkpoints, cpu_training
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -108,6 +109,17 @@ FIXES = {
         bug="torch >= 2.6 loads with weights_only=True and refuses the numpy arrays that --eval-bleu's metrics "
         "leave in a checkpoint: fairseq-generate cannot load a translation model trained with --eval-bleu",
         on_cpu="numpy arrays, scalars and their dtypes are added to torch's safe globals",
+    ),
+    "evaluation_covers_every_example": Fix(
+        replacements=(
+            (data_utils, "batch_by_size", batches.batch_by_size),
+            (Trainer, "get_train_iterator", batches.get_train_iterator),
+        ),
+        bug="batch_by_size drops a last batch whose size is not a multiple of --required-batch-size-multiple "
+        "(default 8): fairseq-generate, fairseq-validate and validation (loss, --eval-bleu) leave out up to 7 "
+        "examples without a word",
+        on_cpu="outside the training iterator those examples are a last, smaller batch; training's batches "
+        "are fairseq's",
     ),
     "hydra_warnings": Fix(
         replacements=(),
