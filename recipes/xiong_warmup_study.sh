@@ -35,7 +35,7 @@ else
   DATA="$CORPUS/data-bin"
   LANGS=(-s en -t de)
   BLEU_ARGS=(--eval-bleu-detok space --eval-bleu-remove-bpe sentencepiece)
-  GENERATE_ARGS=(--remove-bpe sentencepiece --batch-size 64 --cpu --skip-invalid-size-inputs-valid-test)
+  GENERATE_ARGS=(--remove-bpe sentencepiece --batch-size 64 --cpu)
   SCALE_ARGS=(--max-epoch "${EPOCHS:-3}" --validate-interval-updates 100 --encoder-embed-dim 64 --decoder-embed-dim 64 --encoder-ffn-embed-dim 128
     --decoder-ffn-embed-dim 128 --encoder-attention-heads 4 --decoder-attention-heads 4 --max-tokens 1024
     --max-source-positions 64 --max-target-positions 64 --skip-invalid-size-inputs-valid-test --max-valid-steps 4 --batch-size-valid 64 --cpu --num-workers 0)
@@ -49,7 +49,8 @@ model_args() {
     "${XIONG_TRAIN[@]}" --lr "${XIONG_LR[$1]}" --seed 1 "${SCALE_ARGS[@]}" --user-dir "$USER_DIR")
 }
 
-# train_and_test RUN: fairseq-train (validation BLEU each epoch), then fairseq-generate on test
+# train_and_test RUN: fairseq-train (validation BLEU each epoch), then fairseq-generate on every test pair
+# (none skipped, none dropped in a last batch: "Translated N sentences" in generate_test.log is the split size)
 train_and_test() {
   local dir="$OUT/$1"
   model_args "$1"
@@ -59,7 +60,7 @@ train_and_test() {
     --log-format json --log-interval 10
   run_in "$dir/generate" "$dir/generate_test.log" "$BIN/fairseq-generate" "$DATA" "${LANGS[@]}" --user-dir "$USER_DIR" \
     --path "$dir/checkpoints/checkpoint_best.pt" --gen-subset test "${XIONG_BEAM[@]}" --scoring sacrebleu \
-    "${GENERATE_ARGS[@]}"
+    --required-batch-size-multiple 1 "${GENERATE_ARGS[@]}"
 }
 
 for name in "${XIONG_RUNS[@]}"; do

@@ -6,8 +6,9 @@ import warnings
 
 import pytest
 import torch
-from fairseq import checkpoint_utils, options
+from fairseq import checkpoint_utils, options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.trainer import Trainer
 
 from fairseq_normformer import fixes
 from fairseq_normformer.fixes import cpu_training
@@ -35,7 +36,7 @@ def resolve(symbol: str):
 
 def test_every_fix_is_installed_as_the_table_says():
     replaced = [name for fix in fixes.FIXES.values() for name in fix.replaces()]
-    assert len(replaced) == len(set(replaced)) == 10  # ten fairseq symbols, each replaced by one fix
+    assert len(replaced) == len(set(replaced)) == 12  # twelve fairseq symbols, each replaced by one fix
     for fix in fixes.FIXES.values():
         for name, (_, _, replacement) in zip(fix.replaces(), fix.replacements):
             assert resolve(name) is replacement, name
@@ -94,6 +95,34 @@ def test_checks_off_writes_checkpoints_as_fairseq_does(checkpoints_by_switch):
     for name in ("checks on", "checks off"):  # the same training either way
         weights = model_weights(checkpoints_by_switch[name])
         assert all(torch.equal(weights[key], fairseq_weights[key]) for key in fairseq_weights)
+
+
+def lm_trainer(data_bin) -> Trainer:
+    """fairseq-train's Trainer (fairseq's transformer_lm, batches of 16 blocks of 32 tokens, the default
+    --required-batch-size-multiple 8), built in this process as fairseq_cli.train builds it."""
+    argv = [str(a) for a in fairseq_lm_args(data_bin, "unused")]
+    args = options.parse_args_and_arch(options.get_training_parser(), argv)
+    cfg = convert_namespace_to_omegaconf(args)
+    cfg.dataset.batch_size = cfg.dataset.batch_size_valid = 16
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("valid")
+    return Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
+
+
+def batched_examples(iterator) -> list:
+    return sorted(int(i) for batch in iterator.frozen_batches for i in batch)
+
+
+def test_validation_batches_every_example_training_keeps_fairseqs_batches(tiny_lm_corpus):
+    trainer = lm_trainer(tiny_lm_corpus.data_bin)
+    train, valid = trainer.get_train_iterator(epoch=1), trainer.get_valid_iterator("valid")
+    n_train, n_valid = len(trainer.task.dataset("train")), len(trainer.task.dataset("valid"))
+    assert n_train % 8 and n_valid % 8  # fairseq drops the last n % 8 examples of each
+    assert batched_examples(valid) == list(range(n_valid))
+    assert [len(batch) for batch in valid.frozen_batches][-1] == n_valid % 8
+    # training: fairseq's rule, batch sizes a multiple of 8 and the last n % 8 examples dropped
+    assert all(len(batch) % 8 == 0 for batch in train.frozen_batches)
+    assert len(batched_examples(train)) == n_train - n_train % 8
 
 
 def flip_bits_in_the_middle(path, copy):

@@ -20,6 +20,7 @@ _DONE = re.compile(r"done training in ([\d.]+) seconds")
 _PREFIX = re.compile(r"^(?:[\d-]+ [\d:]+ \| )?(?:INFO|WARNING|ERROR)\s*[|:]\s*[\w.]+\s*[|:]\s*")
 _EVAL_LM_SPEED = re.compile(r"Evaluated ([\d,]+) tokens in ([\d.]+)s \(([\d.]+) tokens/s\)")
 _GENERATE_BLEU = re.compile(r"Generate (\w+) with beam=\d+: BLEU\S* = ([\d.]+)")
+_TRANSLATED = re.compile(r"Translated ([\d,]+) sentences")
 _KEY_EQ_VALUE = re.compile(r"([\w/.\-]+)=([^,\s]+)")
 # fairseq's terminal numerical failures (trainer, dynamic loss scaler, our --stop-on-activation-overflow)
 _FAILURES = ("gradients are Nan/Inf", "Minimum loss scale reached", "ActivationOverflowError")
@@ -137,10 +138,12 @@ def read_eval_lm_speed(path) -> dict:
 
 
 def read_generate_bleu(path) -> dict:
-    """{"subset", "bleu"} of the last "Generate SUBSET with beam=N: BLEU = X ..." line of
-    ``fairseq-generate`` (--scoring sacrebleu or bleu)."""
-    found = _GENERATE_BLEU.findall(Path(path).read_text(errors="replace"))
-    if not found:
-        raise ValueError(f"{path} holds no 'Generate <subset> with beam=N: BLEU = ...' line of fairseq-generate")
+    """{"subset", "bleu", "sentences"} of the last "Generate SUBSET with beam=N: BLEU = X ..." line of
+    ``fairseq-generate`` (--scoring sacrebleu or bleu) and of its "Translated N sentences" line."""
+    text = Path(path).read_text(errors="replace")
+    found, translated = _GENERATE_BLEU.findall(text), _TRANSLATED.findall(text)
+    if not found or not translated:
+        raise ValueError(f"{path} holds no 'Translated N sentences' and 'Generate <subset> with beam=N: BLEU = ...' "
+                         "lines of fairseq-generate")  # fmt: skip
     subset, bleu = found[-1]
-    return {"subset": subset, "bleu": float(bleu)}
+    return {"subset": subset, "bleu": float(bleu), "sentences": int(translated[-1].replace(",", ""))}

@@ -181,10 +181,11 @@ def bleu_table(args):
         valid = [r for r in runs[label].valid if "bleu" in r]
         if not valid:
             raise ValueError(f"{path}/train.log has no validation BLEU (train with --eval-bleu)")
-        test = read_generate_bleu(Path(path) / "generate_test.log")["bleu"]
-        rows.append([label, valid[-1]["num_updates"], valid[0]["bleu"], valid[-1]["bleu"], max(r["bleu"] for r in valid), test])
+        test = read_generate_bleu(Path(path) / "generate_test.log")
+        bleus = [r["bleu"] for r in valid]
+        rows.append([label, valid[-1]["num_updates"], bleus[0], bleus[-1], max(bleus), test["bleu"], test["sentences"]])
     headers = ["Run", "Updates", "Valid BLEU, first validation", "Valid BLEU, last", "Best valid BLEU",
-               "Test BLEU (best checkpoint)"]  # fmt: skip
+               "Test BLEU (best checkpoint)", "Test sentences translated"]  # fmt: skip
     print(_write(out / "bleu.md", markdown_table(headers, rows)))
 
 

@@ -85,7 +85,7 @@ def train_command(run: Run, data_bin: Path, args) -> list:
         "--lr", str(run.lr), "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, updates // 10)),
         "--total-num-update", str(updates), "--max-update", str(updates),
         "--stop-time-hours", str(args.stop_time_hours), "--batch-size", str(args.batch_size),
-        "--required-batch-size-multiple", "1",  # else fairseq drops a last valid batch of < 8 (issue #5036)
+        "--required-batch-size-multiple", "1",  # else fairseq drops a last training batch of < 8 (issue #5036)
         "--seed", "1", "--num-workers", "0", "--log-format", "json", "--log-interval", str(max(1, updates // 12)),
         "--no-epoch-checkpoints",
     ]  # fmt: skip

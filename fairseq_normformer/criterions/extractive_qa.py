@@ -2,7 +2,7 @@
 position over the window's tokens (padding excluded; position 0, [CLS], when the answer is not in
 the window), summed over windows (logged in base 2, per window). In validation it also decodes every question's answer
 (``data/squad.py``) and logs the official EM and F1 (``metrics/squad.py``), with the task's
-``--null-threshold`` for v2.0."""
+``--null-threshold`` for v2.0, and the number of questions they are over."""
 import math
 from dataclasses import dataclass
 
@@ -71,6 +71,7 @@ class ExtractiveQACriterion(FairseqCriterion):
         if total("nquestions"):
             for key in ("em", "f1"):
                 metrics.log_scalar(key, 100 * total(key) / total("nquestions"), total("nquestions"), round=2)
+            metrics.log_scalar_sum("questions", total("nquestions"))  # what EM and F1 are over
 
     @staticmethod
     def logging_outputs_can_be_summed() -> bool:

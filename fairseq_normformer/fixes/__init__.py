@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from fairseq import checkpoint_utils
-from fairseq.data import iterators
+from fairseq.data import data_utils, iterators
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
-from . import batch_prefetch, checkpoints, cpu_training
+from . import batch_prefetch, batches, checkpoints, cpu_training
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -117,6 +117,17 @@ FIXES = {
         "torch's C++ code: CPython's pthread_exit of daemon threads then aborts the process after it saved "
         "everything ('terminate called without an active exception', exit 134), now and then",
         on_cpu="the loading thread stops at its next hand-over; at exit the running ones are stopped and joined",
+    ),
+    "evaluation_covers_every_example": Fix(
+        replacements=(
+            (data_utils, "batch_by_size", batches.batch_by_size),
+            (Trainer, "get_train_iterator", batches.get_train_iterator),
+        ),
+        bug="batch_by_size drops a last batch whose size is not a multiple of --required-batch-size-multiple "
+        "(default 8): fairseq-generate, fairseq-validate and validation (loss, --eval-bleu) leave out up to 7 "
+        "examples without a word",
+        on_cpu="outside the training iterator those examples are a last, smaller batch; training's batches "
+        "are fairseq's",
     ),
     "hydra_warnings": Fix(
         replacements=(),

@@ -15,6 +15,7 @@ import torch
 from fairseq import options, tasks, utils
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+from ..fixes.batches import training_batches
 from .param_groups import param_group, strip_wrappers
 
 _STACK = re.compile(r"^(?:(\w+)\.)?layers\.\d+\.")  # "encoder.layers.3.fc2.weight" -> encoder
@@ -29,12 +30,13 @@ def build_at_init(train_args: List[str], subset: str = "train"):
     task = tasks.setup_task(cfg.task)
     model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)
     task.load_dataset(subset, combine=False, epoch=1)
-    batches = task.get_batch_iterator(
-        dataset=task.dataset(subset), max_tokens=cfg.dataset.max_tokens, max_sentences=cfg.dataset.batch_size,
-        max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
-        ignore_invalid_inputs=True, required_batch_size_multiple=cfg.dataset.required_batch_size_multiple,
-        seed=cfg.common.seed,
-    ).next_epoch_itr(shuffle=True)  # fmt: skip
+    with training_batches():  # fairseq-train's batches: without the ones fixes/batches.py adds to evaluation
+        batches = task.get_batch_iterator(
+            dataset=task.dataset(subset), max_tokens=cfg.dataset.max_tokens, max_sentences=cfg.dataset.batch_size,
+            max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+            ignore_invalid_inputs=True, required_batch_size_multiple=cfg.dataset.required_batch_size_multiple,
+            seed=cfg.common.seed,
+        ).next_epoch_itr(shuffle=True)  # fmt: skip
     return model, criterion, next(iter(batches))
 
 

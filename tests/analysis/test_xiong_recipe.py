@@ -41,6 +41,8 @@ def test_four_runs_with_xiong_settings(scale, tmp_path):
                  for argv in commands if os.path.basename(argv[0]) == "fairseq-generate"]  # fmt: skip
     assert len(generates) == len(XIONG_RUNS)
     assert all(g.beam == 5 and g.lenpen == 1.2 and g.scoring == "sacrebleu" and g.gen_subset == "test" for g in generates)
+    # test BLEU over every test pair: none skipped for its length, none dropped in a last batch
+    assert not any(g.skip_invalid_size_inputs_valid_test or g.required_batch_size_multiple != 1 for g in generates)
     analyses = [argv[3:] for argv in commands if argv[1:3] == ["-m", "fairseq_normformer.cli.analyze"]]
     assert [a[0] for a in analyses] == ["init-grads"] * 3 + ["init-grads-plot", "bleu-table"]
     for argv in analyses:

@@ -9,7 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from fairseq.data import Dictionary
+from fairseq.data import Dictionary, data_utils
 
 from tests.cli.lm_params import expected_params
 from tests.conftest import REPO_ROOT, USER_DIR, run_cli
@@ -30,6 +30,12 @@ def json_records(output: str, tag: str) -> list:
 
 def vocab_size(corpus) -> int:
     return len(Dictionary.load(str(corpus.data_bin / "dict.txt")))
+
+
+def split_tokens(corpus, split: str) -> int:
+    """Tokens of a binarized split, read by fairseq's own loader."""
+    dataset = data_utils.load_indexed_dataset(str(corpus.data_bin / split), None)  # alive while its sizes are read
+    return int(dataset.sizes.sum())
 
 
 def train_args(data_bin, save_dir, *flags, user_dir=USER_DIR):
@@ -82,6 +88,8 @@ def test_eval_lm_agrees_with_training_validation(trained, tiny_lm_corpus):
     text = out.stdout + out.stderr
     loss, ppl = map(float, re.search(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", text).groups())
     assert math.isfinite(ppl) and ppl < vocab_size(tiny_lm_corpus)  # better than a uniform guess
+    evaluated = int(re.search(r"Evaluated ([\d,]+) tokens", text).group(1).replace(",", ""))
+    assert evaluated == split_tokens(tiny_lm_corpus, "valid")  # every token of the split, </s> included
     # fairseq-train validated the same weights on the same blocks (all of them, see train_args) at the end
     final_valid = json_records(stdout, "valid")[-1]
     assert final_valid["valid_num_updates"] == "40"

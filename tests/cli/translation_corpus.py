@@ -6,7 +6,7 @@ from pathlib import Path
 from tests.conftest import run_cli
 
 SRC, TGT = "fwd", "rev"
-SPLIT_PAIRS = {"train": 1500, "valid": 40, "test": 40}
+SPLIT_PAIRS = {"train": 1500, "valid": 40, "test": 43}  # 43: not a multiple of 8 (fixes/batches.py)
 CHUNK = 8  # pieces a sentence
 
 
