@@ -1,5 +1,6 @@
-"""Every console script of setup.py (and each subcommand) describes every option and positional in its
---help. The parsers are captured in-process: each script's main() runs until it parses its arguments."""
+"""Every console script of setup.py (and each subcommand), and make demo's CLI, describes every option and
+positional in its --help. The parsers are captured in-process: each script's main() runs until it
+parses its arguments."""
 import argparse
 import importlib
 import re
@@ -9,6 +10,7 @@ import pytest
 
 SETUP_PY = Path(__file__).resolve().parents[2] / "setup.py"
 CONSOLE_SCRIPTS = re.findall(r'"([\w-]+)=([\w.]+):(\w+)"', SETUP_PY.read_text())
+CLIS = [*CONSOLE_SCRIPTS, ("make-demo", "fairseq_normformer.cli.demo", "main")]
 
 
 class Parsed(Exception):
@@ -45,7 +47,7 @@ def undescribed(parser: argparse.ArgumentParser) -> list:
     return missing
 
 
-@pytest.mark.parametrize("script, module, function", CONSOLE_SCRIPTS, ids=[s for s, _, _ in CONSOLE_SCRIPTS])
+@pytest.mark.parametrize("script, module, function", CLIS, ids=[s for s, _, _ in CLIS])
 def test_every_argument_has_a_help(script, module, function, monkeypatch):
     parser = parser_of(module, function, monkeypatch)
     assert parser.description, f"{script}: no description"
