@@ -214,5 +214,7 @@ def build_translation_corpus(out_dir, *, source_lang="en", target_lang="de", loc
         raise ValueError(f"max_words must be at least 1 (or None for all), got {max_words}")
     settings = {"format": "translation", "source_lang": source_lang, "target_lang": target_lang,
                 "locale_dir": str(Path(locale_dir).absolute()), "vocab_size": vocab_size,
-                "max_words": max_words, "seed": seed}  # fmt: skip
+                "max_words": max_words, "seed": seed,
+                "held_out": f"valid and test: whole catalogues, each split at most {HELD_OUT_SHARE:.0%} "
+                            f"and {MAX_HELD_OUT_PAIRS} pairs"}  # fmt: skip
     return build_or_reuse(out_dir, settings, lambda tmp: _build(tmp, settings, workers))
