@@ -6,7 +6,7 @@ setup(
     description="NormFormer (Shleifer, Weston, Ott 2021) as a fairseq plugin",
     packages=find_packages(include=["fairseq_normformer", "fairseq_normformer.*"]),
     python_requires=">=3.10",
-    # fairseq itself is installed by scripts/install.sh (ve-fairseq, --no-deps); see README.
+    # fairseq itself is installed by scripts/install.sh (ve-fairseq, --no-deps); see docs/install.md.
     install_requires=[],
     entry_points={
         "console_scripts": [

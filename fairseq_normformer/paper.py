@@ -206,8 +206,10 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
     p.add_argument("--world-size", type=int, default=8, help="GPUs (processes) in all")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per GPU and pass (default: the authors')")
-    p.add_argument("--tokens-per-sample", type=int, default=TOKENS_PER_SAMPLE)
-    p.add_argument("--format", choices=("json", "shell"), default="json")
+    p.add_argument("--tokens-per-sample", type=int, default=TOKENS_PER_SAMPLE,
+                   help=f"sequence length, which sets --update-freq for the paper's tokens per update (default: {TOKENS_PER_SAMPLE})")
+    p.add_argument("--format", choices=("json", "shell"), default="json",
+                   help="json: the settings as JSON; shell: bash assignments (PAPER_* arrays) the recipes eval")
     return p
 
 

@@ -8,6 +8,7 @@
 #   recipes/finetune_tiny.sh [WORKDIR]          (default: work/finetune_tiny)
 #
 # Prints (and writes to WORKDIR/results.md) one row per task: the final validation metric of both.
+# Each run keeps WORKDIR/TASK/{pretrained,scratch}/checkpoint_best.pt (and _last), which normformer-predict reads.
 # Settings through the environment: MAX_CHARS, VOCAB_SIZE (corpus), TASK_CHARS (each task's data),
 # SIZE_FLAGS, PRETRAIN_UPDATES, PRETRAIN_LR, FINETUNE_UPDATES (default per task: qa 200, ner 1500,
 # swag 200, a few CPU-minutes each; both runs of a task get the same), FINETUNE_LR, TASKS (qa ner swag),
@@ -83,7 +84,7 @@ finetune() {  # TASK INIT (pretrained|scratch)
   fi
   run_in "$run" "$run/train.log" "$BIN/fairseq-train" "${flags[@]}" "${COMMON[@]}" "${SIZE[@]}" "${init[@]}" \
     --max-positions "$TOKENS" --lr "$FINETUNE_LR" --batch-size 16 --warmup-updates $((updates / 10)) \
-    --total-num-update "$updates" --max-update "$updates" --save-dir "$run" --no-save \
+    --total-num-update "$updates" --max-update "$updates" --save-dir "$run" --no-epoch-checkpoints \
     --validate-interval-updates $((updates / 3))
 }
 

@@ -198,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", default="fc2.weight", help="parameter inside each layer (default: fc2.weight)")
     p.add_argument("--layers", help="comma-separated layers to plot (default: all)")
     p.add_argument("--updates", type=update_window, help="START:END updates to plot (default: all)")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--out-dir", required=True, help="where fig3_grad_norms.png goes")
     p.set_defaults(func=grad_curves)
 
     p = commands.add_parser("grad-ratio", help="Fig. 5: run/baseline mean |grad| per parameter and layer")
@@ -206,20 +206,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", type=labelled, required=True, help="LABEL=grad-norm file")
     p.add_argument("--window", type=update_window, required=True, help="START:END updates to average over")
     p.add_argument("--tensor", default="weight", help="only parameters whose name ends so (default: weight)")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--out-dir", required=True, help="where fig5_grad_ratio.png and .md go")
     p.set_defaults(func=grad_ratio)
 
     p = commands.add_parser("gamma", help="Fig. 4: the added operations' learned γ per layer")
-    p.add_argument("checkpoint")
-    p.add_argument("--title")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("checkpoint", help="a NormFormer checkpoint (.pt)")
+    p.add_argument("--title", help="the figure's title (default: none)")
+    p.add_argument("--out-dir", required=True, help="where fig4_gamma.png and .md go")
     p.set_defaults(func=gamma)
 
     p = commands.add_parser("time-to-target", help="Fig. 2: when a run reaches the baseline's final perplexity")
     p.add_argument("--baseline", required=True, help="fairseq-train log of the baseline")
     p.add_argument("--candidate", required=True, help="fairseq-train log of the other run (NormFormer)")
-    p.add_argument("--labels", default="Baseline,NormFormer")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--labels", default="Baseline,NormFormer", help="BASELINE,CANDIDATE names in the figure and table")
+    p.add_argument("--out-dir", required=True, help="where fig2_time_to_target.png, .json and .md go")
     p.set_defaults(func=time_to_target)
 
     p = commands.add_parser(
@@ -227,10 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="Table 3: one warmup-to-divergence run of fairseq-train; its model and batch arguments follow '--'",
     )
     p.add_argument("data", help="fairseq-preprocess output directory")
-    p.add_argument("--peak-lr", type=float, required=True)
+    p.add_argument("--peak-lr", type=float, required=True, help="the learning rate the warmup ends at")
     p.add_argument("--warmup-updates", type=int, required=True, help="linear warmup length = run length")
     p.add_argument("--threshold", type=float, default=65504.0, help="overflow threshold (fp16 maximum)")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--out-dir", required=True, help="where train.log and result.json go (not a directory that holds a run)")
     p.set_defaults(func=lr_stability)
 
     p = commands.add_parser("lr-table", help="Table 3 from lr-stability output directories")
@@ -240,14 +240,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("ppl-table", help="Tables 5-7: final validation perplexity of each run")
     p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=fairseq-train log")
-    p.add_argument("--title")
+    p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=ppl_table)
 
     p = commands.add_parser("eval-table", help="Table 8: fairseq-eval-lm perplexity on valid and test")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=directory with train.log, eval_valid.log, eval_test.log")  # fmt: skip
-    p.add_argument("--title")
+    p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=eval_table)
 
@@ -263,13 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = commands.add_parser("init-grads-plot", help="plot and table of init-grads outputs")
     p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=init-grads JSON (repeat)")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--out-dir", required=True, help="where init_grads.png and .md go")
     p.set_defaults(func=init_grads_plot)
 
     p = commands.add_parser("bleu-table", help="Xiong et al.: validation BLEU against updates, and test BLEU")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=directory with train.log (fairseq-train --eval-bleu) and generate_test.log")  # fmt: skip
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--out-dir", required=True, help="where bleu.md and bleu.png go")
     p.set_defaults(func=bleu_table)
     return parser
 

@@ -34,14 +34,16 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-chars", type=int, default=None,
                         help="cap the total text (shared 90/5/5 by the splits); default: everything")
     parser.add_argument("--seed", type=int, default=0,
-                        help="salts the module-to-split hash; seeds SentencePiece")
+                        help="salts the module-to-split hash (translation: the catalogues' order); seeds SentencePiece")
     parser.add_argument("--workers", type=int, default=1, help="fairseq-preprocess --workers")
     parser.add_argument("--python-docs", nargs="?", const=str(DEFAULT_DOCS_DIR), default=None, metavar="DIR",
                         help=f"lm/bert: the Python manual's prose (7 MB; `apt-get install {PACKAGE}`) instead of "
                         f"the docstrings; DIR: its reST sources (default {DEFAULT_DOCS_DIR})")
     group = parser.add_argument_group("translation")
-    group.add_argument("--source-lang", default="en", help="source language (msgids are English)")
-    group.add_argument("--target-lang", default="de", help="target language (a directory of --locale-dir)")
+    group.add_argument("--source-lang", default="en",
+                       help="source language: en (the msgids are English) or, for X->en, a directory of --locale-dir")
+    group.add_argument("--target-lang", default="de",
+                       help="target language: a directory of --locale-dir (de, fr, ...), or en when --source-lang is one")
     group.add_argument("--locale-dir", default=DEFAULT_LOCALE_DIR, help="where <lang>/LC_MESSAGES/*.mo live")
     group.add_argument("--max-words", type=int, default=None,
                        help="drop pairs whose English side has more words; default: keep all")
@@ -85,7 +87,7 @@ def build(args):
         raise ValueError("--max-words applies to --format translation; use --max-chars for lm and bert")
     paths = build_corpus(args.out, fmt=args.format, vocab_size=args.vocab_size, max_chars=args.max_chars,
                          seed=args.seed, workers=args.workers, python_docs_dir=args.python_docs)  # fmt: skip
-    return paths, "txt", "language_modeling"
+    return paths, "txt", "mlm_nsp --criterion mlm_nsp" if args.format == "bert" else "language_modeling"
 
 
 def main(argv=None):

@@ -47,17 +47,17 @@ class Run:
 def get_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m fairseq_normformer.cli.demo",
                                 description=__doc__.split("\n")[0])
-    p.add_argument("--workdir", type=Path, default=Path("work/demo"))
+    p.add_argument("--workdir", type=Path, default=Path("work/demo"), help="where the corpus and the runs go (default: work/demo)")
     p.add_argument("--updates", type=int, default=600, help="updates for each model (same for both)")
     p.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of both models")
     p.add_argument("--normformer-lr", type=float, default=None,
                    help="peak LR of the NormFormer (default: --lr; the paper raises it, see docs/demo.md)")
-    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--layers", type=int, default=4, help="decoder layers of both models")
     p.add_argument("--embed-dim", type=int, default=128, help="model dim d; the FFN is 4d")
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--tokens-per-sample", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4, help="attention heads")
+    p.add_argument("--tokens-per-sample", type=int, default=128, help="sequence length in pieces")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per update")
-    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--dropout", type=float, default=0.1, help="dropout of both models")
     p.add_argument("--vocab-size", type=int, default=4000, help="SentencePiece vocabulary")
     p.add_argument("--max-chars", type=int, default=None, help="cap the corpus (default: all of it)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each fairseq process")

@@ -5,6 +5,7 @@
 It is the directory of the installed ``fairseq_normformer`` package (an editable install's source
 tree or a copy in site-packages alike).
 """
+import argparse
 from pathlib import Path
 
 
@@ -12,7 +13,8 @@ def user_dir() -> Path:
     return Path(__file__).resolve().parent.parent  # fairseq_normformer/
 
 
-def main():
+def main(argv=None):
+    argparse.ArgumentParser(prog="normformer-user-dir", description=__doc__.split("\n")[0]).parse_args(argv)
     print(user_dir())
 
 

@@ -109,9 +109,9 @@ def build_parser():
     p.add_argument("--output", help="also write the table to this file")
     p = subparsers.add_parser("make-stdlib-tasks", help="small files in the five formats, made from real text")
     p.add_argument("--raw", required=True, help="text file, one paragraph a line (e.g. a corpus' raw/test.txt)")
-    p.add_argument("--out-dir", required=True)
+    p.add_argument("--out-dir", required=True, help="where the five tasks' files go")
     p.add_argument("--examples", type=int, default=50, help="examples per task")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seeds the random choice of examples")
     subparsers.add_parser("lm-eval", help="lm_eval's command line with --model normformer available")
     return parser
 

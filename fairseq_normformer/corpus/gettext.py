@@ -13,6 +13,7 @@ SentencePiece model on both languages' train text and binarizes with ``fairseq-p
                                          {split}.{src}-{tgt}.{src,tgt}.bin/.idx
     corpus.json                          settings and statistics; written last, marks the build complete
 """
+import hashlib
 import re
 import struct
 from collections import defaultdict
@@ -28,11 +29,12 @@ from .pipeline import (
     train_sentencepiece,
     vocabulary_sizes,
 )
-from .stdlib import split_of
 
 SOURCE_OF_MSGIDS = "en"  # gettext's msgids are the programs' English messages
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
 MIN_PAIRS = {"train": 100, "valid": 10, "test": 10}  # fewer: "too little text"
+HELD_OUT_SHARE = 0.05  # valid and test: about 5% of the pairs each (whole catalogues) ...
+MAX_HELD_OUT_PAIRS = 2500  # ... and at most this many, so that validation stays quick
 MO_MAGIC = 0x950412DE
 # printf (%s, %-10.3ld, %1$s, %%), Python (%(name)s) and brace ({0}, {name}) placeholders
 FORMAT_SPEC = re.compile(r"%(?:\(\w+\))?[-+ #0'I]*(?:\d+\$)?\*?\d*(?:\.\*?\d+)?(?:hh|h|ll|l|L|q|j|z|t)?[a-zA-Z%]|\{\w*\}")
@@ -97,23 +99,54 @@ def available_languages(locale_dir) -> list:
 
 
 # --- Splitting and cleaning ------------------------------------------------------------------------
+def _stable_hash(domain: str, seed: int) -> bytes:
+    return hashlib.sha256(f"{seed}:{domain}".encode()).digest()
+
+
+def catalogue_pairs(locale_dir, lang: str, seed: int, max_words) -> dict:
+    """{domain: [(English, lang)]}, the catalogues in a stable order (a hash of the domain salted
+    with ``seed``). Each English message is kept once in the whole corpus (in the first catalogue
+    that has it), so no message is in two splits; pairs whose English side has more than
+    ``max_words`` words are dropped (None: all kept)."""
+    order = sorted(catalogues(locale_dir, lang), key=lambda path: _stable_hash(path.stem, seed))
+    by_domain, seen = {}, set()
+    for path in order:
+        by_domain[path.stem] = []
+        for msgid, msgstr in read_mo(path):
+            for pair in message_pairs(msgid, msgstr):
+                too_long = max_words is not None and len(pair[0].split()) > max_words
+                if is_text(*pair) and not too_long and pair[0] not in seen:
+                    seen.add(pair[0])
+                    by_domain[path.stem].append(pair)
+    return by_domain
+
+
+def held_out_size(total_pairs: int) -> int:
+    """The most pairs valid (and test) may hold: HELD_OUT_SHARE of the corpus, at most MAX_HELD_OUT_PAIRS."""
+    return min(round(HELD_OUT_SHARE * total_pairs), MAX_HELD_OUT_PAIRS)
+
+
+def assign_splits(sizes: dict) -> dict:
+    """{domain: split}: walking the catalogues in order, each goes whole to valid if it still fits
+    there under ``held_out_size``, else to test if it fits there, else to train. Catalogues range
+    from 8 to 9,000 pairs, so a hash alone gives uneven splits; this fills valid and test to about
+    5% each with the small ones."""
+    limit, held = held_out_size(sum(sizes.values())), {"valid": 0, "test": 0}
+    splits = {}
+    for domain, size in sizes.items():
+        splits[domain] = next((split for split in held if held[split] + size <= limit), "train")
+        if splits[domain] in held:
+            held[splits[domain]] += size
+    return splits
+
+
 def split_pairs(locale_dir, lang: str, seed: int, max_words) -> dict:
-    """{split: [(English, lang)]}: each catalogue goes whole to one split (a stable hash of its domain,
-    as the docstring corpus splits modules); pairs kept once in the whole corpus, the train split
-    first (a message many programs share is not a test item when train has it); pairs whose
-    English side has more than ``max_words`` words dropped (None: all kept)."""
-    by_split, seen = defaultdict(list), set()
-    domains = {path.stem: path for path in catalogues(locale_dir, lang)}
-    for split in SPLITS:
-        for domain, path in domains.items():
-            if split_of(domain, seed) != split:
-                continue
-            for msgid, msgstr in read_mo(path):
-                for pair in message_pairs(msgid, msgstr):
-                    too_long = max_words is not None and len(pair[0].split()) > max_words
-                    if is_text(*pair) and not too_long and pair[0] not in seen:
-                        seen.add(pair[0])
-                        by_split[split].append((domain, pair))
+    """{split: [(domain, (English, lang))]}: ``catalogue_pairs`` divided by ``assign_splits``."""
+    by_domain = catalogue_pairs(locale_dir, lang, seed, max_words)
+    splits = assign_splits({domain: len(pairs) for domain, pairs in by_domain.items()})
+    by_split = defaultdict(list)
+    for domain, pairs in by_domain.items():
+        by_split[splits[domain]] += [(domain, pair) for pair in pairs]
     return by_split
 
 
@@ -181,5 +214,7 @@ def build_translation_corpus(out_dir, *, source_lang="en", target_lang="de", loc
         raise ValueError(f"max_words must be at least 1 (or None for all), got {max_words}")
     settings = {"format": "translation", "source_lang": source_lang, "target_lang": target_lang,
                 "locale_dir": str(Path(locale_dir).absolute()), "vocab_size": vocab_size,
-                "max_words": max_words, "seed": seed}  # fmt: skip
+                "max_words": max_words, "seed": seed,
+                "held_out": f"valid and test: whole catalogues, each split at most {HELD_OUT_SHARE:.0%} "
+                            f"and {MAX_HELD_OUT_PAIRS} pairs"}  # fmt: skip
     return build_or_reuse(out_dir, settings, lambda tmp: _build(tmp, settings, workers))

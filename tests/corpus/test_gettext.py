@@ -8,7 +8,9 @@ from fairseq.data import Dictionary, data_utils
 
 from fairseq_normformer.cli.build_corpus import main as build_corpus_main
 from fairseq_normformer.corpus.gettext import (
+    MAX_HELD_OUT_PAIRS,
     _write_text,
+    assign_splits,
     build_translation_corpus,
     catalogues,
     is_text,
@@ -17,8 +19,7 @@ from fairseq_normformer.corpus.gettext import (
     split_pairs,
 )
 from fairseq_normformer.corpus.pipeline import SPLITS, read_manifest
-from fairseq_normformer.corpus.stdlib import split_of
-from tests.conftest import TINY_CATALOGUES, link_catalogues
+from tests.conftest import SYSTEM_LOCALE_DIR, TINY_CATALOGUES, link_catalogues
 
 
 def lines_of(path):
@@ -52,7 +53,7 @@ def test_message_pairs_context_plural_lines_and_cleanup():
     assert is_text("%s: not found", "%s: nicht gefunden")
 
 
-def test_corpus_is_aligned_split_by_catalogue_and_clean(tiny_translation_corpus):
+def test_corpus_is_aligned_split_by_catalogue_and_clean(tiny_locale_dir, tiny_translation_corpus):
     raw, manifest = tiny_translation_corpus.raw_dir, read_manifest(tiny_translation_corpus.raw_dir.parent)
     sources = {}
     for split in SPLITS:
@@ -61,10 +62,30 @@ def test_corpus_is_aligned_split_by_catalogue_and_clean(tiny_translation_corpus)
         assert all(is_text(s, t) and s == " ".join(s.split()) for s, t in zip(en, de))
         sources[split] = set(en)
         assert len(sources[split]) == len(en), f"{split}: each English message once"
-        assert manifest["stats"][split]["catalogues"] <= len(TINY_CATALOGUES[split])
     assert not sources["train"] & (sources["valid"] | sources["test"]) and not sources["valid"] & sources["test"]
-    assert all(split_of(d, seed=0) == s for s, domains in TINY_CATALOGUES.items() for d in domains)
+    english = {path.stem: {s for msgid, msgstr in read_mo(path) for s, t in message_pairs(msgid, msgstr)}
+               for path in catalogues(tiny_locale_dir, "de")}  # fmt: skip
+    for domain, messages in english.items():  # each catalogue lies whole in one split (shared messages aside)
+        own = messages - set().union(*(other for d, other in english.items() if d != domain))
+        assert sum(bool(own & sources[split]) for split in SPLITS) == 1, domain
+    assert sum(manifest["stats"][split]["catalogues"] for split in SPLITS) == len(TINY_CATALOGUES)
     assert "Usage:" in sources["train"] | sources["valid"] | sources["test"]  # a line of a multi-line help text
+
+
+def test_assign_splits_fills_valid_then_test_with_catalogues_that_fit():
+    # 1059 pairs: at most round(0.05 * 1059) = 53 each in valid and test, whole catalogues, in the given order
+    sizes = {"a": 50, "b": 3, "c": 4, "big": 950, "d": 50, "e": 2}
+    assert assign_splits(sizes) == {"a": "valid", "b": "valid", "c": "test", "big": "train", "d": "train", "e": "test"}
+    many = {f"c{i}": 100 for i in range(1000)}  # 100,000 pairs: 5% would be 5000; the cap holds
+    splits = list(assign_splits(many).values())
+    assert splits.count("valid") * 100 == splits.count("test") * 100 == MAX_HELD_OUT_PAIRS
+
+
+def test_this_machines_german_catalogues_split_about_5_percent_each(tiny_locale_dir):  # skips without them
+    by_split = split_pairs(SYSTEM_LOCALE_DIR, "de", seed=0, max_words=None)
+    total = sum(len(pairs) for pairs in by_split.values())
+    for split in ("valid", "test"):
+        assert 0.04 * total < len(by_split[split]) <= min(0.05 * total, MAX_HELD_OUT_PAIRS) + 1, split
 
 
 def test_joint_vocabulary_and_fairseq_translation_data(tiny_translation_corpus):
@@ -106,7 +127,7 @@ def test_cli_errors_name_the_problem(tiny_locale_dir, tmp_path, args, message):
 
 
 def test_too_little_text_is_an_error(tiny_locale_dir, tmp_path):  # tiny_locale_dir: skip without catalogues
-    locale_dir = link_catalogues(tmp_path / "locale", "de", TINY_CATALOGUES["train"][:2])
+    locale_dir = link_catalogues(tmp_path / "locale", "de", TINY_CATALOGUES[:2])
     with pytest.raises(ValueError, match="too little text: the train split has \\d+ sentence pairs, fewer than 100"):
         build_translation_corpus(tmp_path / "out", locale_dir=locale_dir, vocab_size=100)
     assert not (tmp_path / "out").exists()

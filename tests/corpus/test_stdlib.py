@@ -209,6 +209,7 @@ def test_cli_is_deterministic_reports_what_it_wrote_and_names_errors(tmp_path):
     stats = json.loads((tmp_path / "cli" / "corpus.json").read_text())["stats"]
     assert "built a corpus" in out and f"{stats['train']['chars']:,}" in out
     assert f"fairseq dictionary: {stats['dict_size']:,}" in out
+    assert "--task mlm_nsp --criterion mlm_nsp ..." in out  # BERT's format is read by mlm_nsp, not language_modeling
     for name in ("raw/train.txt", "raw/valid.txt", "raw/test.txt", "spm.vocab", "data-bin/dict.txt",
                  "data-bin/train.bin", "data-bin/valid.idx"):  # spm.model also records its input path
         assert (api.raw_dir.parent / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
