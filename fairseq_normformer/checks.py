@@ -1,8 +1,9 @@
 """Checks of a fairseq command line, run before anything is built or written.
 
 Each check raises BadInput with a message that names the problem and the fix, instead of the
-traceback (or the silent misbehaviour) fairseq would produce later; the CLIs print it as one line. They run from every fairseq
-CLI entry point (``call_main``, see fixes/cpu_training.py) and reject only what cannot work.
+traceback (or the silent misbehaviour) fairseq would produce later; the CLIs print it as one line.
+They run from every fairseq CLI entry point (``call_main``, see fixes/cpu_training.py; ``check_args``
+earlier, from ``override_module_args``) and reject only what cannot work.
 What a task reads from its data directory is declared (``DataNeeds``), not imported: our tasks
 carry a ``data_needs`` attribute, fairseq's are listed in FAIRSEQ_TASK_NEEDS.
 """

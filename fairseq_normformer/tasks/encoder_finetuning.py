@@ -50,9 +50,9 @@ class EncoderFinetuningTask(FairseqTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         if not hasattr(model, "register_token_head"):
-            raise ValueError(f"--task {self.cfg._name} needs --arch normformer_roberta* or normformer_bert*")
+            raise BadInput(f"--task {self.cfg._name} needs --arch normformer_roberta* or normformer_bert*")
         if self.cfg.max_seq_length > model.max_positions():
-            raise ValueError(f"--max-seq-length {self.cfg.max_seq_length} exceeds the model's {model.max_positions()} "
+            raise BadInput(f"--max-seq-length {self.cfg.max_seq_length} exceeds the model's {model.max_positions()} "
                              "positions (--max-positions: the pre-training --tokens-per-sample)")  # fmt: skip
         model.register_token_head(self.head_name, self.build_head(model.args))
         return model

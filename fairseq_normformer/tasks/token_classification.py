@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 
+from ..checks import BadInput
 from ..data.conll import TaggedDataset, check_labels, check_tag_scheme, encode_sentence, read_conll
 from ..data.spans import SpanDataset, span_labels
 from ..models.token_heads import SpanClassificationHead, TokenClassificationHead
@@ -50,7 +51,7 @@ class TokenClassificationTask(EncoderFinetuningTask):
         self.label_ids = {label: i for i, label in enumerate(self.labels)}
         self.head_name = SPAN_HEAD if cfg.span_classification else HEAD
         if cfg.span_classification and cfg.max_span_length < 1:
-            raise ValueError(f"--max-span-length must be at least 1, not {cfg.max_span_length}")
+            raise BadInput(f"--max-span-length must be at least 1, not {cfg.max_span_length}")
 
     def build_head(self, model_args):
         if self.cfg.span_classification:

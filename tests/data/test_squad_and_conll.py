@@ -87,7 +87,8 @@ def test_malformed_json_names_the_line(tmp_path):
 
 def test_conll_reading_first_subword_labels_and_errors(tmp_path, encoder):
     path = tmp_path / "train.conll"
-    path.write_text("-DOCSTART- -X- -X- O\n\nCall NN B-NP O\nos.path.join NN I-NP B-FUNC\nnow RB O O\n\nx NN B-NP B-PARAM\n")
+    path.write_text("-DOCSTART- -X- -X- O\n\nCall NN B-NP O\nos.path.join NN I-NP B-FUNC\nnow RB O O\n\n"
+                    "x NN B-NP B-PARAM\n")
     sentences = read_conll(path)
     assert [s.words for s in sentences] == [["Call", "os.path.join", "now"], ["x"]]
     labels = {"O": 0, "B-FUNC": 1, "B-PARAM": 2}
