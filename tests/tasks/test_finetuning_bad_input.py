@@ -188,3 +188,16 @@ def test_the_console_scripts_print_one_line(finetuned, tiny_bert_corpus, tmp_pat
         assert result.returncode != 0
         assert result.stderr.strip().splitlines()[-1] == line
         assert "Traceback" not in result.stderr
+
+
+def test_only_bad_input_loses_its_traceback(capsys, monkeypatch):
+    """The excepthook the plugin installs: BadInput is one line, any other exception keeps its traceback."""
+    monkeypatch.setattr(sys, "argv", ["fairseq-train"])
+    try:
+        raise RuntimeError("a bug")
+    except RuntimeError as error:
+        sys.excepthook(type(error), error, error.__traceback__)
+    sys.excepthook(BadInput, BadInput("bad data"), None)
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "Traceback (most recent call last):"
+    assert err[-2:] == ["RuntimeError: a bug", "fairseq-train: error: bad data"]
