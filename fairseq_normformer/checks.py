@@ -1,17 +1,20 @@
 """Checks of a fairseq command line, run before anything is built or written.
 
-Each check raises ValueError with a message that names the problem and the fix, instead of the
-traceback (or the silent misbehaviour) fairseq would produce later. They run from every fairseq
-CLI entry point (``call_main``, see fixes/cpu_training.py) and reject only what cannot work.
+Each check raises BadInput with a message that names the problem and the fix, instead of the
+traceback (or the silent misbehaviour) fairseq would produce later; the CLIs print it as one line.
+They run from every fairseq CLI entry point (``call_main``, see fixes/cpu_training.py; ``check_args``
+earlier, from ``override_module_args``) and reject only what cannot work.
 What a task reads from its data directory is declared (``DataNeeds``), not imported: our tasks
 carry a ``data_needs`` attribute, fairseq's are listed in FAIRSEQ_TASK_NEEDS.
 """
 import argparse
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 from fairseq.data import Dictionary, data_utils
+from fairseq.dataclass import utils as dataclass_utils
 from fairseq.tasks import TASK_REGISTRY
 from omegaconf import OmegaConf
 
@@ -22,6 +25,25 @@ TRAINING_CLIS = ("fairseq_cli.train", "fairseq_cli.hydra_train")  # the modules 
 # ZeroDivisionError in fairseq's Embedding), in the LM (decoder_*) and the encoders (encoder_*).
 MODEL_SIZE = re.compile(r"(decoder|encoder)_(embed_dim|ffn_embed_dim|input_dim|output_dim|layers|attention_heads)")
 TASK_SIZE = re.compile(r"tokens_per_sample")  # 0: ZeroDivisionError while blocking the data
+
+
+class BadInput(ValueError):
+    """Input that cannot work: a command line, a data file. Uncaught, it ends the program with its
+    message as one line on stderr, no traceback (``print_bad_input_as_one_line``)."""
+
+
+def print_bad_input_as_one_line() -> None:
+    """Installs a sys.excepthook that prints an uncaught BadInput as ``PROGRAM: error: MESSAGE``
+    (as argparse does) and hands every other exception to the hook installed before."""
+    previous = sys.excepthook
+
+    def excepthook(kind, error, traceback):
+        if issubclass(kind, BadInput):
+            print(f"{os.path.basename(sys.argv[0])}: error: {error}", file=sys.stderr)
+        else:
+            previous(kind, error, traceback)
+
+    sys.excepthook = excepthook
 
 
 @dataclass(frozen=True)
@@ -50,13 +72,13 @@ class LanguagePairNeeds(DataNeeds):
         if src is None or tgt is None:  # as TranslationTask.setup_task
             src, tgt = data_utils.infer_language_pair(data_dir)
             if src is None:
-                raise ValueError(
+                raise BadInput(
                     f"data directory {data_dir!r} has no '<split>.<src>-<tgt>.<lang>' files to take the language "
                     f"pair from: pass --source-lang and --target-lang, or {REBUILD}"
                 )
         for side, lang in (("source", src), ("target", tgt)):
             if not os.path.isfile(os.path.join(data_dir, f"dict.{lang}.txt")):
-                raise ValueError(
+                raise BadInput(
                     f"--{side}-lang {lang}: data directory {data_dir!r} has no dictionary dict.{lang}.txt "
                     f"(its language pairs: {', '.join(language_pairs(data_dir)) or 'none'})"
                 )
@@ -87,6 +109,25 @@ FAIRSEQ_TASK_NEEDS = {
     "sentence_prediction": DataNeeds(dictionary="input0/dict.txt", splits=("input0/{split}",)),
     "translation": LanguagePairNeeds(),
 }
+
+
+_fairseq_override_module_args = dataclass_utils.override_module_args
+
+
+def override_module_args(args):
+    """fairseq's first step from the parsed command line to its config (convert_namespace_to_omegaconf,
+    run by every CLI), after ``check_args``."""
+    check_args(args)
+    return _fairseq_override_module_args(args)
+
+
+def check_args(args) -> None:
+    """Checks of the parsed command line, for what fails while fairseq composes its config."""
+    if getattr(args, "lr_scheduler", None) == "polynomial_decay" and getattr(args, "total_num_update", None) is None:
+        raise BadInput(  # fairseq: hydra's "Error merging override lr_scheduler.total_num_update=null" (81 lines)
+            "--lr-scheduler polynomial_decay needs --total-num-update N, the number of updates to decay over "
+            "(fairseq 0.12 does not take it from --max-update)"
+        )
 
 
 def check_config(cfg, on_cpu: bool, cli: str = "") -> None:
@@ -124,13 +165,13 @@ def check_data_dirs(task_cfg, dataset_cfg, splits) -> None:
     paths = data.split(os.pathsep)
     for path in paths:
         if not os.path.isdir(path):
-            raise ValueError(f"data directory {path!r} does not exist")
+            raise BadInput(f"data directory {path!r} does not exist")
     needs = task_data_needs(task_options.get("_name", task_options.get("task")))
     if needs is None:
         return
     for dictionary in needs.dictionaries(paths[0], task_options):
         if not os.path.isfile(os.path.join(paths[0], dictionary)):
-            raise ValueError(
+            raise BadInput(
                 f"data directory {paths[0]!r} has no dictionary ({dictionary}): it is not a binarized "
                 "data directory; build one with normformer-build-corpus or fairseq-preprocess"
             )
@@ -156,7 +197,7 @@ def check_shared_dictionary(task_cfg, model_cfg) -> None:
     names = needs.dictionaries(data_dir, task_options)
     src_dict, tgt_dict = (Dictionary.load(os.path.join(data_dir, name)) for name in names)
     if src_dict != tgt_dict:
-        raise ValueError(
+        raise BadInput(
             f"--share-all-embeddings needs one dictionary for both languages, but {names[0]} ({len(src_dict)} "
             f"symbols) and {names[1]} ({len(tgt_dict)} symbols) of {data_dir!r} differ: binarize with "
             "fairseq-preprocess --joined-dictionary, or drop --share-all-embeddings"
@@ -169,7 +210,7 @@ def check_binarized(prefix: str, split: str) -> None:
     for path in (prefix + ".idx", prefix + ".bin"):
         problem = "does not exist" if not os.path.isfile(path) else "is empty" if os.path.getsize(path) == 0 else None
         if problem:
-            raise ValueError(f"data file {path!r} of split {split!r} {problem}: {REBUILD}")
+            raise BadInput(f"data file {path!r} of split {split!r} {problem}: {REBUILD}")
 
 
 def config_values(cfg) -> dict:
@@ -185,19 +226,19 @@ def config_values(cfg) -> dict:
 def check_positive(cfg, names: re.Pattern, rule: str) -> None:
     for name, value in config_values(cfg).items():
         if names.fullmatch(name) and isinstance(value, int) and not isinstance(value, bool) and value <= 0:
-            raise ValueError(f"--{name.replace('_', '-')} {value}: {rule}")
+            raise BadInput(f"--{name.replace('_', '-')} {value}: {rule}")
 
 
 def check_restore_file(checkpoint_cfg) -> None:
     """fairseq trains from scratch, with an info line, when --restore-file names no file."""
     restore = checkpoint_cfg.restore_file
     if restore != "checkpoint_last.pt" and "://" not in restore and not os.path.isfile(restore):
-        raise ValueError(f"--restore-file {restore!r} does not exist: fairseq would train from scratch")
+        raise BadInput(f"--restore-file {restore!r} does not exist: fairseq would train from scratch")
 
 
 def check_precision(common_cfg, on_cpu: bool) -> None:
     if on_cpu and common_cfg.amp:
-        raise ValueError(
+        raise BadInput(
             "--amp uses CUDA autocast, which does nothing on CPU (training would silently run in "
             "fp32): drop --amp, or use --bf16 for bfloat16 training on CPU"
         )
@@ -206,7 +247,7 @@ def check_precision(common_cfg, on_cpu: bool) -> None:
 def check_distributed_backend(dist_cfg, on_cpu: bool) -> None:
     world_size = int(os.environ.get("WORLD_SIZE", dist_cfg.distributed_world_size))
     if on_cpu and world_size > 1 and dist_cfg.distributed_backend == "nccl":
-        raise ValueError(
+        raise BadInput(
             "--distributed-backend nccl (fairseq's default) needs CUDA GPUs: "
             "pass --distributed-backend gloo to train on CPU"
         )

@@ -78,19 +78,27 @@ def predict_tags(args):
           f"chunks {result['chunks']} | predicted {result['predicted']}")
 
 
+# command: (what it predicts, fairseq task, input format, gold annotation, predictions written)
+COMMANDS = {
+    "qa": ("extractive QA", "extractive_qa", "SQuAD JSON", "answers", "{question id: answer} JSON"),
+    "tags": ("token classification", "token_classification", "CoNLL", "tags", "CoNLL lines 'word gold predicted'"),
+}
+
+
 def get_parser():
     parser = argparse.ArgumentParser(prog="normformer-predict", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, help in (("qa", "extractive QA (SQuAD JSON)"), ("tags", "token classification (CoNLL)")):
-        p = commands.add_parser(name, help=help)
-        p.add_argument("checkpoint")
-        p.add_argument("input")
-        p.add_argument("--out", required=True)
-        p.add_argument("--spm-model", default="")
-        p.add_argument("--dict", default="")
-        p.add_argument("--batch-size", type=int, default=16)
+    for name, (what, task, data, gold, out) in COMMANDS.items():
+        p = commands.add_parser(name, help=f"{what} ({data})", description=f"{what} ({data})")
+        p.add_argument("checkpoint", help=f"a checkpoint fine-tuned with fairseq-train --task {task}")
+        p.add_argument("input", help=f"the {data} file to predict; its gold {gold} are scored")
+        p.add_argument("--out", required=True, help=f"where the predictions go ({out}); not written on an error")
+        p.add_argument("--spm-model", default="", help="SentencePiece model (default: the checkpoint task's)")
+        p.add_argument("--dict", default="", help="the pre-training dict.txt (default: the checkpoint task's)")
+        p.add_argument("--batch-size", type=int, default=16, help="questions or sentences per batch (default 16)")
     qa = commands.choices["qa"]
-    qa.add_argument("--null-threshold", type=float, default=None, help="default: the checkpoint's --null-threshold")
+    qa.add_argument("--null-threshold", type=float, default=None,
+                    help="v2.0: no answer when its null odds exceed this (default: the checkpoint's --null-threshold)")
     qa.add_argument("--tune-threshold", action="store_true", help="v2.0: choose the threshold maximising F1 on INPUT")
     qa.add_argument("--null-odds-out", default="", help="also write {id: [CLS] score - best span score}")
     return parser

@@ -56,13 +56,25 @@ def parameters(function) -> list:
 
 # --- SQuAD ---------------------------------------------------------------------------------------
 def squad_paragraphs(module: str, tree, unanswerable: bool) -> list:
-    paragraphs = []
+    paragraphs, asked = [], set()  # asked: question ids so far
     for scope, functions in functions_by_scope(tree):
         for group in range(0, len(functions), FUNCTIONS_PER_CONTEXT):
             paragraph = squad_paragraph(module, scope, functions[group : group + FUNCTIONS_PER_CONTEXT], unanswerable)
+            paragraph["qas"] = not_asked(paragraph["qas"], asked)
             if paragraph["qas"]:
                 paragraphs.append(paragraph)
     return paragraphs
+
+
+def not_asked(qas: list, asked: set) -> list:
+    """The questions whose id is not in ``asked`` (which they join): a property's getter and setter
+    share a name, and so would their questions' ids."""
+    kept = []
+    for qa in qas:
+        if qa["id"] not in asked:
+            asked.add(qa["id"])
+            kept.append(qa)
+    return kept
 
 
 def squad_paragraph(module: str, scope: str, functions: list, unanswerable: bool) -> dict:

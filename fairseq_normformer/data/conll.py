@@ -1,14 +1,19 @@
 """CoNLL-2003 files for token classification: one token a line (``word POS chunk tag``; only the
-first and the last column are read, so ``word tag`` works too), an empty line between sentences,
+first and the last column are read, so ``word tag`` works too; every line of a file has the same
+number of columns), an empty line between sentences,
 ``-DOCSTART-`` lines skipped. The label of a word goes on its first piece (BERT §5.3); the other
 pieces get no target."""
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from fairseq.data import FairseqDataset, data_utils
 
+from ..checks import BadInput
+
 IGNORE = -100  # no target (continuation pieces, [CLS], [SEP]): cross_entropy's ignore_index
+TAG = re.compile(r"O|[BIES]-\S+")
 
 
 @dataclass
@@ -19,7 +24,9 @@ class TaggedSentence:
 
 
 def read_conll(path) -> list:
-    sentences, words, tags, first = [], [], [], 0
+    """The sentences of a CoNLL file. Errors (BadInput) name the file and line: a line with fewer than
+    two columns or with another number of columns than the file's first, a file without sentences."""
+    sentences, words, tags, first, width = [], [], [], 0, None  # width: (columns, line) of the first word
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(list(f) + [""], start=1):
             columns = line.split()
@@ -31,10 +38,16 @@ def read_conll(path) -> list:
                 words, tags = [], []
                 continue
             if len(columns) < 2:
-                raise ValueError(f"{path}:{number}: malformed CoNLL line {line.rstrip()!r}: expected 'word ... tag'")
+                raise BadInput(f"{path}:{number}: malformed CoNLL line {line.rstrip()!r}: expected 'word ... tag'")
+            width = width or (len(columns), number)
+            if len(columns) != width[0]:
+                raise BadInput(f"{path}:{number}: {len(columns)} columns in {line.rstrip()!r}, "
+                               f"but line {width[1]} has {width[0]}")  # fmt: skip
             first = first if words else number
             words.append(columns[0])
             tags.append(columns[-1])
+    if not sentences:
+        raise BadInput(f"{path}: no sentences")
     return sentences
 
 
@@ -43,8 +56,17 @@ def check_labels(sentences: list, labels: list, path):
     for s in sentences:
         for i, tag in enumerate(s.tags):
             if tag not in known:
-                raise ValueError(f"{path}:{s.line + i}: label {tag!r} does not occur in the training data "
-                                 f"({', '.join(labels)})")  # fmt: skip
+                raise BadInput(f"{path}:{s.line + i}: label {tag!r} does not occur in the training data "
+                               f"({', '.join(labels)})")  # fmt: skip
+
+
+def check_tag_scheme(sentences: list, path):
+    """Tags are O or B-, I-, E-, S- and a type (IOB1, BIO, IOBES): what the entity scores read."""
+    for s in sentences:
+        for i, tag in enumerate(s.tags):
+            if not TAG.fullmatch(tag):
+                raise BadInput(f"{path}:{s.line + i}: tag {tag!r} is not O or B-, I-, E-, S- and a type "
+                               "(IOB1, BIO, IOBES): pass --allow-other-tags to train on other tags")  # fmt: skip
 
 
 @dataclass

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from fairseq.data import FairseqDataset, data_utils
 
+from ..checks import BadInput
 from .subwords import SubwordEncoder, word_spans
 
 NO_ANSWER = 0  # target position of an answer that is not in the window: [CLS]
@@ -47,46 +48,104 @@ class EncodedQuestion:
     windows: list = field(default_factory=list)
 
 
-def _line_of(raw: str, qid: str) -> int:
-    position = raw.find(json.dumps(qid))
-    return raw.count("\n", 0, position) + 1 if position >= 0 else 0
+class BadQuestion(ValueError):
+    """A question's problem; ``within`` (keys from the question) and ``key`` say where in the file."""
+
+    def __init__(self, message: str, within=(), key=None):
+        super().__init__(message)
+        self.within, self.key = within, key
+
+
+class _LocatedObject(dict):
+    span = (0, 0)  # its characters in the file
+
+
+def _located_object(s_and_end, *args, **kwargs):
+    value, end = json.decoder.JSONObject(s_and_end, *args, **kwargs)
+    located = _LocatedObject(value)
+    located.span = (s_and_end[1] - 1, end)
+    return located, end
+
+
+class _LocatingDecoder(json.JSONDecoder):
+    """json's pure-Python decoder, keeping where each object is (only for error messages: it is slow)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parse_object = _located_object
+        self.scan_once = json.scanner.py_make_scanner(self)
+
+
+def json_line(raw: str, path: list, key=None) -> int:
+    """The line of the object at ``path`` (keys and indices from the top) or of its ``key``."""
+    node = _LocatingDecoder().decode(raw)
+    for step in path:
+        node = node[step]
+    start, end = node.span
+    position = raw.find(json.dumps(key), start, end) if key else -1
+    return raw.count("\n", 0, position if position >= 0 else start) + 1
 
 
 def read_squad(path, allow_no_answer: bool) -> list:
-    """The questions of a SQuAD JSON file. Errors name the file and line: malformed JSON, missing
-    fields, an answer whose text is not at its ``answer_start``, a question without an answer
-    (unless ``allow_no_answer``: SQuAD v2.0, ``is_impossible``)."""
+    """The questions of a SQuAD JSON file. Errors (BadInput) name the file and line: malformed JSON,
+    missing fields, an answer whose text is not at its ``answer_start`` or not in the context at all,
+    a question without an answer (unless ``allow_no_answer``: SQuAD v2.0, ``is_impossible``), a
+    question id used twice, a file without questions."""
     raw = Path(path).read_text(encoding="utf-8")
     try:
         articles = json.loads(raw)["data"]
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
+        raise BadInput(f"{path}:{e.lineno}: malformed JSON ({e.msg})") from None
     except (KeyError, TypeError):
-        raise ValueError(f"{path}: not SQuAD JSON (no top-level 'data' list)") from None
-    questions = []
-    for article in articles:
-        for paragraph in article.get("paragraphs", []):
-            for qa in paragraph.get("qas", []):
+        raise BadInput(f"{path}: not SQuAD JSON (no top-level 'data' list)") from None
+    questions, where = [], {}  # where: question id -> its path in the file
+    for a, article in enumerate(articles):
+        for p, paragraph in enumerate(article.get("paragraphs", [])):
+            for q, qa in enumerate(paragraph.get("qas", [])):
+                at = ["data", a, "paragraphs", p, "qas", q]
                 try:
-                    questions.append(_question(paragraph["context"], qa, allow_no_answer))
-                except (KeyError, TypeError, ValueError) as e:
-                    what = f"missing field {e}" if isinstance(e, KeyError) else str(e)
-                    raise ValueError(f"{path}:{_line_of(raw, qa.get('id', ''))}: question {qa.get('id')!r}: {what}") from None
+                    if qa.get("id") in where:
+                        raise BadQuestion(f"id used twice (first at line {json_line(raw, where[qa['id']], 'id')})",
+                                          (), "id")  # fmt: skip
+                    questions.append(_question(paragraph, qa, allow_no_answer))
+                except BadQuestion as e:
+                    line = json_line(raw, at + list(e.within), e.key)
+                    raise BadInput(f"{path}:{line}: question {qa.get('id')!r}: {e}") from None
+                where[qa["id"]] = at
+    if not questions:
+        raise BadInput(f"{path}: no questions")
     return questions
 
 
-def _question(context: str, qa: dict, allow_no_answer: bool) -> SquadQuestion:
-    answers = [(a["text"], int(a["answer_start"])) for a in qa.get("answers", [])]
-    for text, start in answers:
-        if context[start : start + len(text)] != text:
-            found = context[start : start + len(text)]
-            raise ValueError(f"answer {text!r} is not at its answer_start {start} (the context has {found!r} there)")
+def _question(paragraph: dict, qa: dict, allow_no_answer: bool) -> SquadQuestion:
+    for name, owner in (("id", qa), ("question", qa), ("context", paragraph)):
+        if name not in owner:
+            raise BadQuestion(f"missing field {name!r}")
+    context = paragraph["context"]
+    answers = [_answer(context, answer, ("answers", i)) for i, answer in enumerate(qa.get("answers", []))]
     is_impossible = bool(qa.get("is_impossible", False))
     if is_impossible and not allow_no_answer:
-        raise ValueError("is_impossible (SQuAD v2.0): pass --version-2-with-negative")
+        raise BadQuestion("is_impossible (SQuAD v2.0): pass --version-2-with-negative", (), "is_impossible")
     if not answers and not is_impossible:
-        raise ValueError("no answers and not is_impossible")
+        raise BadQuestion("no answers and not is_impossible", (), "id")
     return SquadQuestion(qa["id"], qa["question"], context, answers, is_impossible)
+
+
+def _answer(context: str, answer: dict, within: tuple) -> tuple:
+    """(text, answer_start) of an answer that is where it says in the context."""
+    for name in ("text", "answer_start"):
+        if name not in answer:
+            raise BadQuestion(f"missing field {name!r} in an answer", within)
+    text, start = answer["text"], answer["answer_start"]
+    if not isinstance(start, int) or isinstance(start, bool):
+        raise BadQuestion(f"answer_start {start!r} is not a character offset", within, "answer_start")
+    if context[start : start + len(text)] == text:
+        return text, start
+    if text not in context:
+        raise BadQuestion(f"answer {text!r} does not occur in the context", within, "text")
+    found = context[start : start + len(text)]
+    raise BadQuestion(f"answer {text!r} is not at its answer_start {start} (the context has {found!r} there; "
+                      f"the answer is at {context.index(text)})", within, "answer_start")  # fmt: skip
 
 
 # --- Windows ---------------------------------------------------------------------------------------

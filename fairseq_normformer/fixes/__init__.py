@@ -9,10 +9,12 @@ from typing import Callable, Optional
 
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils, iterators
+from fairseq.dataclass import utils as dataclass_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
+from .. import checks
 from . import batch_prefetch, batches, checkpoints, cpu_training
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
@@ -54,6 +56,20 @@ FIXES = {
         "--fp16 with --fp16-no-flatten-grads",
         on_gpu="command-line checks (checks.py), then fairseq's call_main unchanged",
         io_cost="the checks stat the data files a run will load",
+    ),
+    "argument_checks": Fix(
+        replacements=((dataclass_utils, "override_module_args", checks.override_module_args),),
+        bug="--lr-scheduler polynomial_decay without --total-num-update: argparse gives null to a field hydra "
+        "requires, and every CLI ends in an 81-line ConfigCompositionException",
+        on_cpu="checks of the parsed arguments (checks.check_args) before fairseq composes its config",
+    ),
+    "one_line_bad_input": Fix(
+        replacements=(),
+        setup=checks.print_bad_input_as_one_line,
+        bug="a CLI stopped by bad input (checks.BadInput: the command-line checks, the fine-tuning data readers) "
+        "ends with the message as the last line of a 10-30-line traceback",
+        on_cpu="sys.excepthook prints an uncaught BadInput as one line, 'PROGRAM: error: MESSAGE'; "
+        "other exceptions keep their traceback",
     ),
     "cpu_ddp": Fix(
         replacements=((distributed_fairseq_model, "DistributedDataParallel", cpu_training.DistributedDataParallel),),

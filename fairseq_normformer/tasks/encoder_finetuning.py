@@ -10,6 +10,7 @@ from fairseq.dataclass import FairseqDataclass
 from fairseq.tasks import FairseqTask
 from omegaconf import II, MISSING
 
+from ..checks import BadInput
 from ..data.subwords import SubwordEncoder
 from .mlm_nsp import MASK_SYMBOL
 
@@ -33,14 +34,14 @@ class EncoderFinetuningTask(FairseqTask):
         self.dictionary = dictionary
         spm_model = cfg.spm_model or os.path.join(cfg.data, "spm.model")
         if not os.path.exists(spm_model):
-            raise FileNotFoundError(f"SentencePiece model {spm_model} not found: pass --spm-model (the pre-training one)")
+            raise BadInput(f"SentencePiece model {spm_model} not found: pass --spm-model (the pre-training one)")
         self.encoder = SubwordEncoder(spm_model, dictionary)
 
     @classmethod
     def setup_task(cls, cfg, **kwargs):
         path = cfg.dict or os.path.join(cfg.data, "dict.txt")
         if not os.path.exists(path):
-            raise FileNotFoundError(f"dictionary {path} not found: pass --dict (the pre-training dict.txt)")
+            raise BadInput(f"dictionary {path} not found: pass --dict (the pre-training dict.txt)")
         dictionary = Dictionary.load(path)
         dictionary.add_symbol(MASK_SYMBOL)
         logger.info(f"dictionary: {len(dictionary)} types")
@@ -49,9 +50,9 @@ class EncoderFinetuningTask(FairseqTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         if not hasattr(model, "register_token_head"):
-            raise ValueError(f"--task {self.cfg._name} needs --arch normformer_roberta* or normformer_bert*")
+            raise BadInput(f"--task {self.cfg._name} needs --arch normformer_roberta* or normformer_bert*")
         if self.cfg.max_seq_length > model.max_positions():
-            raise ValueError(f"--max-seq-length {self.cfg.max_seq_length} exceeds the model's {model.max_positions()} "
+            raise BadInput(f"--max-seq-length {self.cfg.max_seq_length} exceeds the model's {model.max_positions()} "
                              "positions (--max-positions: the pre-training --tokens-per-sample)")  # fmt: skip
         model.register_token_head(self.head_name, self.build_head(model.args))
         return model
@@ -62,7 +63,7 @@ class EncoderFinetuningTask(FairseqTask):
     def data_file(self, split: str, suffix: str) -> str:
         path = os.path.join(self.cfg.data, split + suffix)
         if not os.path.exists(path):
-            raise FileNotFoundError(f"{split} split not found: {path}")
+            raise BadInput(f"{split} split not found: {path}")
         return path
 
     def max_positions(self):
