@@ -3,6 +3,8 @@
     python -m benchmarks measure                  # CPU: 6 layers, 512 dim, sequence 256, batch 8
     python -m benchmarks measure --device cuda    # GPU: the 125M (GPT-3 Small) preset, sequence 2048,
                                                   # plus the fused Triton kernels and LN kernel timings
+    python -m benchmarks hf-generate              # greedy generate() of the HF exports against GPT-2
+                                                  # (hf_generate.py; batch 1, one thread)
     python -m benchmarks render                   # docs/benchmarks.md again from the stored JSON
 
 variants.py declares the models, measure.py and eval_lm.py measure them into a JSON results file

@@ -1,4 +1,4 @@
-"""python -m benchmarks {measure,render}: see benchmarks/__init__.py and docs/benchmarks.md."""
+"""python -m benchmarks {measure,lambert,hf-generate,render}: see benchmarks/__init__.py and docs/benchmarks.md."""
 import argparse
 import json
 import os
@@ -57,6 +57,23 @@ def lambert_command(args, argv: list):
     _write(args.results_dir / f"lambert_{args.device}.json", results)
 
 
+def hf_generate_command(args, argv: list):
+    """Greedy generate() of the exported LMs against transformers' GPT-2: write hf_generate_cpu.json."""
+    import transformers
+
+    from .hf_generate import measure_generate
+
+    torch.set_num_threads(1)
+    command = " ".join(["python -m benchmarks", *argv]).replace(f" --note {args.note}", "")
+    results = run_description("cpu", SETUPS["cpu"], command)
+    del results["setup"]  # the training benchmark's shapes; this one records its own
+    results["versions"]["transformers"] = transformers.__version__
+    if args.note:
+        results["note"] = args.note
+    results.update(measure_generate(args.rounds, args.prompt_len, args.new_tokens))
+    _write(args.results_dir / "hf_generate_cpu.json", results)
+
+
 def _write(path: Path, results: dict):
     results["load_average"] = list(os.getloadavg())  # 1, 5, 15 minutes, at the end of the run
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,12 +102,19 @@ def main(argv=None):
     lam.add_argument("--batch", type=int, default=8, help="sentence pairs a step")
     lam.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="where the corpus is built")
     lam.add_argument("--note", default="", help="a sentence about the run, kept in the JSON")
+    gen = commands.add_parser("hf-generate", help="greedy generate() of the HF exports against GPT-2, one thread")
+    gen.add_argument("--rounds", type=int, default=15, help="interleaved rounds (median of the per-round ratios)")
+    gen.add_argument("--prompt-len", type=int, default=16, help="prompt tokens")
+    gen.add_argument("--new-tokens", type=int, default=64, help="greedy new tokens a generate() call")
+    gen.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")
     commands.add_parser("render", help="render the doc from the stored DEVICE.json files, measuring nothing")
     args = parser.parse_args(argv)
     if args.command == "measure":
         measure_command(args, argv)
     elif args.command == "lambert":
         lambert_command(args, argv)
+    elif args.command == "hf-generate":
+        hf_generate_command(args, argv)
     render(args.results_dir, args.doc, REPO_ROOT)
     print(f"rendered {args.doc}")
 

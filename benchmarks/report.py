@@ -283,16 +283,23 @@ def lambert_section(results: dict, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_lines_lambert(results: dict, source: str) -> list:
-    b, c = results["batch"], results["corpus_pairs"]
+def provenance_lines(results: dict, source: str) -> list:
+    """Command, date, note, machine, load and versions of a run."""
     versions = ", ".join(f"{k} {v}" for k, v in results["versions"].items())
-    rounds = len(next(iter(results["models"].values()))["seconds_per_step"])
     return [
         f"- Measured by `{results['command']}` on {results['date']}; rendered from `{source}`"
         + (f". {results['note']}" if results.get("note") else ""),
         f"- Machine: {results['machine']}; load average (1, 5, 15 min) at the end: "
         + ", ".join(f"{x:.1f}" for x in results["load_average"]),
         f"- Versions: {versions}",
+    ]
+
+
+def run_lines_lambert(results: dict, source: str) -> list:
+    b, c = results["batch"], results["corpus_pairs"]
+    rounds = len(next(iter(results["models"].values()))["seconds_per_step"])
+    return [
+        *provenance_lines(results, source),
         f"- Batch: {len(b['pair_lengths'])} MLM+NSP pairs drawn at random (seed {b['seed']}) from the corpus's "
         f"{c['count']:,} training pairs (pair length mean {c['mean']:.0f}, median {c['median']:.0f}, 90th percentile "
         f"{c['p90']:.0f}, max {c['max']}); this batch: lengths {b['pair_lengths']}, {sum(b['pair_lengths'])} tokens, "
@@ -300,6 +307,35 @@ def run_lines_lambert(results: dict, source: str) -> list:
         f"(at most {b['max_segments']} segments a pair); tokens/s counts the batch's real tokens",
         f"- Timing: median of {rounds} interleaved rounds of one step (forward, mlm_nsp loss, backward), fp32",
     ]
+
+
+HF_GENERATE_BOUND = 1.05  # issue 22: the NormFormer export within 5% of GPT-2's time
+
+
+def hf_generate_section(results: dict, source: str) -> str:
+    """Greedy generate() of the exports against GPT-2: ms per new token, and each model's time over
+    GPT-2's as the median of the per-round ratios (the models take turns within a round)."""
+    models, shape = results["models"], results["shape"]
+    clocks = list(models["gpt2"]["seconds"][0])
+    rounds = len(models["gpt2"]["seconds"])
+    lines = [*provenance_lines(results, source),
+             f"- Models: {shape['layers']} layers × {shape['embed']} ({shape['heads']} heads, FFN {shape['ffn']}), "
+             f"vocabulary {shape['vocab']:,}, random weights, fp32; batch 1, a {results['prompt_len']}-token prompt, "
+             f"{results['new_tokens']} greedy new tokens through the KV cache; {rounds} rounds, the models in turn",
+             "", "| model | " + " | ".join(f"ms per new token ({c} clock) | time / GPT-2's ({c})" for c in clocks) + " |",
+             "|---|" + "---:|---:|" * len(clocks)]  # fmt: skip
+    ratios = {}
+    for name, m in models.items():
+        medians = median_by_clock(m["seconds"])
+        ratios[name] = {c: statistics.median(mine[c] / theirs[c] for mine, theirs in zip(m["seconds"], models["gpt2"]["seconds"]))
+                        for c in clocks}  # fmt: skip
+        cells = " | ".join(f"{medians[c] * 1e3 / results['new_tokens']:.2f} | {ratios[name][c]:.3f}" for c in clocks)
+        lines.append(f"| `{name}`: {m['label']} | {cells} |")
+    verdicts = ", ".join(f"{ratios['normformer'][c]:.3f} ({c} clock)" for c in clocks)
+    met = all(r <= HF_GENERATE_BOUND for r in ratios["normformer"].values())
+    lines += ["", f"- Target: NormFormer's time at most {HF_GENERATE_BOUND}× GPT-2's: {verdicts}, "
+              + ("**met**." if met else "**missed**.")]  # fmt: skip
+    return "\n".join(lines) + "\n"
 
 
 def render(results_dir: Path, doc: Path, root: Path, devices=("cpu", "cuda")):
@@ -317,6 +353,10 @@ def render(results_dir: Path, doc: Path, root: Path, devices=("cpu", "cuda")):
         if lambert.exists():
             write_section(doc, f"benchmarks lambert {device}", lambert_section(json.loads(lambert.read_text()),
                                                                               _relative(lambert, root)))
+        generate = results_dir / f"hf_generate_{device}.json"
+        if generate.exists():
+            write_section(doc, f"benchmarks hf_generate {device}",
+                          hf_generate_section(json.loads(generate.read_text()), _relative(generate, root)))
 
 
 def _relative(path: Path, root: Path) -> str:

@@ -59,9 +59,12 @@ def segment_ids(input_ids: Tensor, sep: int) -> Tensor:
     return (is_sep.cumsum(dim=1) - is_sep).gt(0).long()
 
 
-def attention_mask_4d(key_mask: Tensor, tgt_len: int, causal: bool) -> Tensor:
-    """(B, S) True at real keys -> (B, 1, T, S) True where the last T queries may attend. A query
-    whose keys are all padding attends to itself, as fairseq-normformer's attention (no NaN)."""
+def attention_mask_4d(key_mask: Tensor, tgt_len: int, causal: bool) -> Optional[Tensor]:
+    """(B, S) True at real keys -> (B, 1, T, S) True where the last T queries may attend, or None when
+    they may attend to every key (no padding, and not causal or one query: each step of generation).
+    A query whose keys are all padding attends to itself, as fairseq-normformer's attention (no NaN)."""
+    if (tgt_len == 1 or not causal) and bool(key_mask.all()):
+        return None
     src_len = key_mask.size(1)
     allowed = key_mask.bool()[:, None, None, :]
     if causal:
@@ -87,21 +90,22 @@ class NormFormerAttention(nn.Module):
         self.head_scale = nn.Parameter(torch.ones(self.num_heads)) if scale_heads else None
         self.head_scale_position = config.head_scale_position
 
-    def forward(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
+    def forward(self, x: Tensor, mask: Optional[Tensor], cache: Optional[Cache]) -> Tensor:
         q, k, v = (self._heads(ln(proj(x))) for proj, ln in
                    ((self.q_proj, self.q_ln), (self.k_proj, self.k_ln), (self.v_proj, self.v_ln)))  # fmt: skip
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
         return self._attend(q, k, v, mask)
 
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Optional[Tensor]) -> Tensor:
         """q: (B, H, T, Dh), k and v: (B, H, S, Dh) -> (B, T, C), through HeadScale and W^O."""
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).flatten(2)  # (B, T, C)
-        if self.head_scale is None:
-            return self.out_proj(y)
-        if self.head_scale_position == "paper":  # γ_i on head i's output, before W^O
-            return self.out_proj(y * self.head_scale.repeat_interleave(self.head_dim))
-        out = self.out_proj(y)  # "after_wo", fairseq's variant: γ_i on the i-th chunk of W^O's output
+        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, T, Dh)
+        if self.head_scale is not None and self.head_scale_position == "paper":
+            heads = heads * self.head_scale[:, None, None]  # γ_i on head i's output, before W^O
+        out = self.out_proj(heads.transpose(1, 2).flatten(2))  # (B, T, C)
+        if self.head_scale is None or self.head_scale_position == "paper":
+            return out
+        # "after_wo", fairseq's variant: γ_i on the i-th chunk of W^O's output
         return (out.unflatten(-1, (self.num_heads, self.head_dim)) * self.head_scale[:, None]).flatten(-2)
 
     def _heads(self, x: Tensor) -> Tensor:  # (B, T, C) -> (B, H, T, Dh)
@@ -124,10 +128,10 @@ class NormFormerLayer(nn.Module):
         self.w_resid = nn.Parameter(torch.ones(d)) if config.scale_resids else None  # ResScale λ_resid
         self.final_layer_norm = layer_norm(config, d)
 
-    def forward(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
+    def forward(self, x: Tensor, mask: Optional[Tensor], cache: Optional[Cache]) -> Tensor:
         return self._feed_forward_block(self._self_attention_block(x, mask, cache))
 
-    def _self_attention_block(self, x: Tensor, mask: Tensor, cache: Optional[Cache]) -> Tensor:
+    def _self_attention_block(self, x: Tensor, mask: Optional[Tensor], cache: Optional[Cache]) -> Tensor:
         return self._sublayer(x, self.self_attn_layer_norm, lambda h: self.attn_ln(self.self_attn(h, mask, cache)))
 
     def _feed_forward_block(self, x: Tensor) -> Tensor:
@@ -173,6 +177,7 @@ class NormFormerModel(NormFormerPreTrainedModel):
         self.layernorm_embedding = layer_norm(config, d) if config.layernorm_embedding else None
         self.layers = nn.ModuleList(self.layer_class(config, i) for i in range(config.num_hidden_layers))
         self.layer_norm = layer_norm(config, d) if config.final_layer_norm else None
+        self._sinusoids = None  # the sinusoidal table, grown on demand as fairseq's (not a weight)
         self.post_init()
 
     def get_input_embeddings(self):
@@ -218,8 +223,12 @@ class NormFormerModel(NormFormerPreTrainedModel):
     def _position_embeddings(self, positions: Tensor) -> Tensor:
         if self.embed_positions is not None:
             return self.embed_positions(positions)
-        table = sinusoidal_table(int(positions.max()) + 1, self.config.hidden_size, self.config.pad_token_id)
-        return table.to(self.embed_tokens.weight)[positions]
+        needed, weight = int(positions.max()) + 1, self.embed_tokens.weight
+        table = self._sinusoids
+        if table is None or table.size(0) < needed or table.device != weight.device or table.dtype != weight.dtype:
+            size = max(needed, self.config.max_position_embeddings + self.config.pad_token_id + 1)
+            table = self._sinusoids = sinusoidal_table(size, self.config.hidden_size, self.config.pad_token_id).to(weight)
+        return table[positions]
 
 
 class NormFormerForCausalLM(NormFormerPreTrainedModel, GenerationMixin):
@@ -237,11 +246,13 @@ class NormFormerForCausalLM(NormFormerPreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None, labels=None, **kwargs):
+    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None, labels=None,
+                logits_to_keep=0, **kwargs):  # fmt: skip
+        """logits_to_keep: the last positions to compute logits at (0: all); generate() asks for 1."""
         if use_cache and past_key_values is None:
             past_key_values = DynamicCache()
         hidden = self.model(input_ids, attention_mask, past_key_values=past_key_values).last_hidden_state
-        logits = self.lm_head(hidden)  # (B, T, V)
+        logits = self.lm_head(hidden[:, -logits_to_keep:])  # (B, T or logits_to_keep, V)
         loss = None
         if labels is not None:  # labels are input_ids (-100 to ignore); position t predicts t + 1
             loss = F.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(), ignore_index=-100)

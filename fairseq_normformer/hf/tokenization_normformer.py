@@ -9,12 +9,20 @@ sources are ``A </s>`` (no bos), as fairseq's translation data. A translation mo
 a joined dictionary has a second one, ``target_vocab.txt``: text is encoded with the source dictionary
 (with the target one inside ``text_target=``), and ids are decoded with the target dictionary, so that
 ``decode()`` reads what the model generates.
+
+Decoding is SentencePiece's (``<unk>`` reads `` ⁇ ``, and ``skip_special_tokens`` keeps it, as text it
+stands for), except for the space SentencePiece writes before each text (the ``▁`` of its first piece):
+only a text's start drops it. Ids that continue a text (a causal LM's new tokens, a fill-mask candidate)
+keep it, so that HuggingFace pipelines, which decode the prompt and the new tokens apart and join them,
+read what decoding the whole sequence reads.
 """
 import shutil
 from pathlib import Path
 
 import sentencepiece as spm
 from transformers import PreTrainedTokenizer
+
+INSIDE_A_TEXT = "x"  # a piece without SentencePiece's space "▁": what follows it is not a text's start
 
 
 def read_dictionary(vocab_file):
@@ -64,6 +72,24 @@ class NormFormerTokenizer(PreTrainedTokenizer):
 
     def convert_tokens_to_string(self, tokens):
         return self.sp.decode_pieces(list(tokens))
+
+    def _decode(self, token_ids, skip_special_tokens=False, clean_up_tokenization_spaces=None, **kwargs):
+        ids = [token_ids] if isinstance(token_ids, int) else [int(i) for i in token_ids]
+        skipped = set(self.all_special_ids) - {self.unk_token_id} if skip_special_tokens else set()
+        tokens = [self._convert_id_to_token(i) for i in ids if i not in skipped]
+        if self._continues_a_text(ids):  # after a piece, SentencePiece keeps the spaces it drops at a text's start
+            text = self.convert_tokens_to_string([INSIDE_A_TEXT, *tokens])[len(INSIDE_A_TEXT) :]
+        else:
+            text = self.convert_tokens_to_string(tokens)
+        if clean_up_tokenization_spaces is None:
+            clean_up_tokenization_spaces = self.clean_up_tokenization_spaces
+        return self.clean_up_tokenization(text) if clean_up_tokenization_spaces else text
+
+    def _continues_a_text(self, ids) -> bool:
+        """Whether ``ids`` come from inside a text: this tokenizer starts texts with the bos token (causal
+        LMs and encoders; a translation model's texts are whole), and ``ids`` do not, after left padding."""
+        first = next((i for i in ids if i != self.pad_token_id), None)
+        return self.prepend_bos and first != self.bos_token_id
 
     def build_inputs_with_special_tokens(self, token_ids_0, token_ids_1=None):
         end = [self.eos_token_id] if self.append_eos else []

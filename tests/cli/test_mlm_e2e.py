@@ -1,13 +1,14 @@
 """The masked-LM paths through the real CLIs: MLM+NSP pre-training with each negative strategy
 (recipes/tiny_mlm_nsp.sh for `random`), fine-tuning a NormFormer checkpoint through fairseq's
 sentence_prediction (recipes/table2_glue.sh on the SameDoc task built from the corpus), fairseq's
-own masked_lm task with normformer_roberta, and normformer-export-hf into transformers."""
+own masked_lm task with normformer_roberta, and normformer-export-hf into transformers (and its fill-mask pipeline)."""
 import importlib.util
 import re
 import shutil
 import sys
 
 import pytest
+import sentencepiece as spm
 import torch
 import transformers
 from fairseq import checkpoint_utils
@@ -134,3 +135,29 @@ def test_export_hf_native_names_what_transformers_cannot_represent(tiny_recipe, 
     with pytest.raises(SystemExit, match="--scale-attn, --scale-fc, --scale-heads.*--encoder-normalize-before"):
         export_hf.main([str(work / "normformer_bert_base" / "checkpoint_last.pt"), str(tmp_path / "hf"), "--native"])
     assert not (tmp_path / "hf").exists()
+
+
+@torch.no_grad()
+def test_export_hf_fill_mask_pipeline_reads_the_models_predictions(tiny_recipe, tiny_bert_corpus, tmp_path):
+    """The NormFormer BERT through normformer-export-hf --spm-model and transformers' fill-mask pipeline: its
+    candidates are the top logits at <mask>, each sequence SentencePiece's decode of the pieces with the
+    candidate in place, each token_str the candidate's piece with "▁" read as a space."""
+    work, _ = tiny_recipe
+    checkpoint, out = work / "normformer_bert_base" / "checkpoint_last.pt", tmp_path / "hf"
+    export_hf.main([str(checkpoint), str(out), "--spm-model", str(tiny_bert_corpus.spm_model)])
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)])
+    model, d = models[0].eval(), task.source_dictionary
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_bert_corpus.spm_model))
+    fill_mask = transformers.pipeline("fill-mask", model=str(out), trust_remote_code=True)
+    for text in ["Return the <mask> of items in the list.", "If the path is <mask>, raise an error."]:
+        ids = fill_mask.tokenizer(text, return_tensors="pt")["input_ids"]  # <s> ... <mask> ... </s>
+        at = ids[0].tolist().index(d.index("<mask>"))
+        scores, candidates = model(ids)[0][0, at].softmax(-1).topk(5)
+        results = fill_mask(text, top_k=5)
+        assert [r["token"] for r in results] == candidates.tolist()
+        assert [r["score"] for r in results] == pytest.approx(scores.tolist(), abs=1e-5)
+        for result in results:
+            filled = ids[0].clone()
+            filled[at] = result["token"]
+            assert result["sequence"] == sp.decode([d[i] for i in filled[1:-1]])
+            assert result["token_str"] == d[result["token"]].replace("▁", " ")

@@ -1,15 +1,17 @@
 """A real fairseq-train checkpoint (the zero-shot fixtures' NormFormer LM) through
 ``normformer-export-hf --spm-model``: AutoTokenizer gives the scorer's token ids, the exported model
 the checkpoint's logits and fairseq's greedy generation, and lm-evaluation-harness's own ``hf`` model
-the same log-likelihoods as our ``normformer`` adapter on the local task files."""
+the same log-likelihoods as our ``normformer`` adapter on the local task files; the tokenizer decodes as
+SentencePiece and transformers' text-generation pipeline reads what generate() and decode() read."""
 import sys
 
 import pytest
+import sentencepiece as spm
 import torch
 from fairseq import checkpoint_utils
 from fairseq.dataclass.configs import GenerationConfig
 from omegaconf import OmegaConf
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, pipeline
 
 from tests.conftest import run_cli
 
@@ -67,6 +69,47 @@ def test_exported_checkpoint_gives_its_logits_and_fairseqs_greedy_generation(exp
         ours = task.inference_step(generator, [model], sample)[0][0]["tokens"].tolist()  # prompt + new + </s>
         generated = hf.generate(src, max_new_tokens=max_len + 1 - src.size(1), do_sample=False)[0].tolist()
         assert without_eos(generated[1:], task) == without_eos(ours, task)
+
+
+# leading and repeated spaces, punctuation, a newline, characters neither SentencePiece nor the dictionary knows
+TRICKY_TEXTS = ["  Return the number of items.  ", "x = f(a, b)  # (see: 'doc')!", "def f():\n    return 1",
+                "naïve café → 你好 ok"]  # fmt: skip
+
+
+def test_tokenizer_decodes_as_sentencepiece_and_in_parts_as_a_whole(export_dir, fairseq_lm, tiny_lm_corpus):
+    """decode(encode(text)) is SentencePiece's decode of the text's pieces, those the dictionary lacks
+    read as its <unk>; decoding a text's ids in two parts and joining them reads the same (what pipelines do)."""
+    tokenizer = AutoTokenizer.from_pretrained(export_dir, trust_remote_code=True)
+    d = fairseq_lm[1].source_dictionary
+    sp = spm.SentencePieceProcessor(model_file=str(tiny_lm_corpus.spm_model))
+    held_out = (tiny_lm_corpus.raw_dir / "test.txt").read_text(encoding="utf-8").splitlines()[:20]
+    for text in TRICKY_TEXTS + held_out:
+        pieces = [p if d.index(p) != d.unk() else sp.id_to_piece(sp.unk_id()) for p in sp.encode(text, out_type=str)]
+        ids = tokenizer(text)["input_ids"]  # </s> + the pieces' ids
+        whole = tokenizer.decode(ids, skip_special_tokens=True)
+        assert whole == sp.decode(pieces), text
+        for k in range(2, len(ids)):  # a prompt holds </s> and a piece at least
+            parts = [tokenizer.decode(part, skip_special_tokens=True) for part in (ids[:k], ids[k:])]
+            assert "".join(parts) == whole, (text, k)
+    assert "⁇" in sp.decode(pieces) or not any(d.index(p) == d.unk() for p in pieces)
+
+
+@torch.no_grad()
+def test_text_generation_pipeline_reads_what_generate_and_decode_read(export_dir):
+    """transformers' pipeline decodes the new tokens apart from the prompt: the first new piece is forced to
+    start a word ("▁...") so that the space between prompt and continuation is at stake."""
+    tokenizer = AutoTokenizer.from_pretrained(export_dir, trust_remote_code=True)
+    model = AutoModelForCausalLM.from_pretrained(export_dir, trust_remote_code=True).eval()
+    not_a_word_start = [i for token, i in tokenizer.get_vocab().items() if not token.startswith("▁")]
+    settings = dict(max_new_tokens=6, do_sample=False, begin_suppress_tokens=not_a_word_start)
+    generator = pipeline("text-generation", model=model, tokenizer=tokenizer)
+    for prompt in ["Return the number of", "If the path"]:
+        prompt_ids = tokenizer(prompt, return_tensors="pt")
+        generated = model.generate(**prompt_ids, **settings)[0]
+        assert tokenizer.convert_ids_to_tokens(int(generated[prompt_ids["input_ids"].size(1)])).startswith("▁")
+        expected = tokenizer.decode(generated, skip_special_tokens=True)
+        assert generator(prompt, **settings)[0]["generated_text"] == expected
+        assert expected.startswith(prompt + " ")
 
 
 def without_eos(tokens, task):
