@@ -8,12 +8,17 @@ Model shapes stay in ``models/normformer_lm.py`` (``GPT3_SIZES``); this module n
 BERT's pre-training settings (Devlin et al. 2019), which the BERT recipes follow, are in ``BERT``::
 
     normformer-paper-settings --bert --format shell
+
+and the memory each GPU needs to train a size (``memory_plan.py``, docs/distributed.md#memory-plan)::
+
+    normformer-paper-settings --memory --size 1.3B --model normformer --world-size 8 --gpu-memory 32
 """
 import argparse
 import json
 import shlex
 import sys
 
+from . import memory_plan
 from .models.normformer_lm import GPT3_SIZES
 
 # size -> preset suffix: preln_lm_<suffix> (baseline) and normformer_lm_<suffix> (NormFormer)
@@ -201,14 +206,53 @@ def get_parser() -> argparse.ArgumentParser:
     which.add_argument("--table", choices=[*TABLES, "xiong"],
                        help="paper table ('figs': Figures 2-5; 'xiong': Xiong et al.'s warmup study, shell format)")
     which.add_argument("--bert", action="store_true", help="BERT's pre-training settings (the BERT recipes)")
+    which.add_argument("--memory", action="store_true", help="bytes per GPU of one --size and --model, and the GPUs it fits")
     p.add_argument("--size", action="append", choices=[*SIZES, *PRESET_SIZES],
                    help="125M or gpt3_small, ...; repeatable; default: the table's sizes")
     p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
     p.add_argument("--world-size", type=int, default=8, help="GPUs (processes) in all")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per GPU and pass (default: the authors')")
     p.add_argument("--tokens-per-sample", type=int, default=TOKENS_PER_SAMPLE)
-    p.add_argument("--format", choices=("json", "shell"), default="json")
+    p.add_argument("--format", choices=("json", "shell"), default="json",
+                   help="with --memory: text by default; shell prints MEMORY_ARGS=(...) and the text on stderr")
+    memory = p.add_argument_group("--memory")
+    memory.add_argument("--precision", choices=list(memory_plan.PRECISIONS), default="memory-efficient-fp16",
+                        help="fp16 and bf16 keep fp32 master weights (default: the paper's)")
+    memory.add_argument("--backend", choices=[*memory_plan.BACKEND_ARGS, "auto"], default="c10d",
+                        help="auto: the first backend that fits --gpu-memory, then the same with --checkpoint-activations")
+    memory.add_argument("--gpu-memory", type=float, default=None, help="GB per GPU; needed by --backend auto")
+    memory.add_argument("--checkpoint-activations", action="store_true")
     return p
+
+
+def memory_main(args):
+    """--memory: the plan of one size and model, as text (or MEMORY_ARGS for the launch scripts)."""
+    if len(args.size or []) != 1 or len(args.model or []) != 1:
+        sys.exit("normformer-paper-settings: error: --memory needs one --size and one --model")
+    size = PRESET_SIZES.get(args.size[0], args.size[0])
+    preset = f"{MODELS[args.model[0]]}_{SIZES[size]}"
+    batch_size = args.batch_size or BATCH_SIZE[size]
+    dropout = DROPOUT.get(size, DEFAULT_DROPOUT) > 0
+    try:
+        if args.backend == "auto":
+            if args.gpu_memory is None:
+                raise ValueError("--backend auto needs --gpu-memory")
+            p = memory_plan.auto_plan(preset, args.precision, args.world_size, batch_size, args.tokens_per_sample,
+                                      args.gpu_memory, dropout)  # fmt: skip
+        else:
+            p = memory_plan.plan(preset, args.precision, args.backend, args.world_size, batch_size,
+                                 args.tokens_per_sample, args.checkpoint_activations, dropout)  # fmt: skip
+            if args.gpu_memory is not None and not p.fits(args.gpu_memory):
+                raise ValueError(f"{preset} with {args.backend} needs more than {args.gpu_memory:g} GB per GPU "
+                                 f"({p.total / memory_plan.GIB:.1f} GiB + reserve): try --backend auto")  # fmt: skip
+    except ValueError as e:
+        sys.exit(f"normformer-paper-settings: error: {e}")
+    report = "\n".join(memory_plan.report_lines(p))
+    if args.format == "shell":
+        print(report, file=sys.stderr)
+        print(f"MEMORY_ARGS=({shlex.join(p.fairseq_args())})")
+    else:
+        print(report)
 
 
 def main(argv=None):
@@ -216,6 +260,8 @@ def main(argv=None):
     if args.table == "xiong":
         print("\n".join(xiong_shell_lines()))
         return
+    if args.memory:
+        return memory_main(args)
     if args.bert:
         print("\n".join(bert_shell_lines()) if args.format == "shell" else json.dumps(BERT, indent=2))
         return
