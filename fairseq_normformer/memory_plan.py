@@ -102,7 +102,8 @@ def fsdp_gathered_params(s: ModelShape, checkpoint_activations: bool) -> int:
 
 
 def state_bytes(s: ModelShape, precision: str, backend: str, world_size: int, checkpoint_activations=False) -> dict:
-    """Bytes per GPU of weights, gradients, optimizer state and DDP's buckets."""
+    """Bytes per GPU of weights, gradients and optimizer state as held between steps, of DDP's
+    gradient buckets, and of the full weights and gradients FSDP gathers while it computes."""
     tensors = parameter_tensors(s)
     params = sum(tensors)
     element, master = PRECISIONS[precision]
@@ -110,14 +111,15 @@ def state_bytes(s: ModelShape, precision: str, backend: str, world_size: int, ch
     if backend in ("c10d", "zero-os"):
         moments_params = params if backend == "c10d" else max(oss_partition_sizes(tensors, world_size))
         return {"weights": element * params, "gradients": element * params,
-                "optimizer": master_bytes + ADAM_MOMENT_BYTES * moments_params, "ddp_buckets": element * params}  # fmt: skip
-    gathered = element * fsdp_gathered_params(s, checkpoint_activations)
+                "optimizer": master_bytes + ADAM_MOMENT_BYTES * moments_params,
+                "ddp_buckets": element * params, "fsdp_gathered": 0}  # fmt: skip
+    gathered = 2 * element * fsdp_gathered_params(s, checkpoint_activations)  # weights and gradients
     if backend == "fsdp-cpu-offload":
-        return {"weights": gathered, "gradients": gathered, "optimizer": 0, "ddp_buckets": 0}
+        return {"weights": 0, "gradients": 0, "optimizer": 0, "ddp_buckets": 0, "fsdp_gathered": gathered}
     shard = math.ceil(params / world_size)
     shard_bytes = (4 if master else element) * shard  # with mixed precision the fp32 shard is the master
-    return {"weights": shard_bytes + gathered, "gradients": shard_bytes + gathered,
-            "optimizer": ADAM_MOMENT_BYTES * shard, "ddp_buckets": 0}  # fmt: skip
+    return {"weights": shard_bytes, "gradients": shard_bytes, "optimizer": ADAM_MOMENT_BYTES * shard,
+            "ddp_buckets": 0, "fsdp_gathered": gathered}  # fmt: skip
 
 
 def layer_activation_bytes(s: ModelShape, element: int, dropout_mask: int) -> int:
@@ -168,7 +170,7 @@ class Plan:
     seq_len: int
     checkpoint_activations: bool
     parameters: int
-    bytes: dict  # weights, gradients, optimizer, ddp_buckets, activations
+    bytes: dict  # weights, gradients, optimizer, ddp_buckets, fsdp_gathered, activations
 
     @property
     def total(self) -> int:

@@ -9,6 +9,7 @@ import pytest
 import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.distributed import fsdp_enable_wrap, fsdp_wrap
 from fairseq.distributed import utils as distributed_utils
 from fairseq.trainer import Trainer
 
@@ -46,7 +47,7 @@ def test_gpt3_presets_have_the_papers_sizes():
     assert [round(m, -1) for m in millions.values()] == [120, 350, 1310, 2650]
 
 
-def saved_activation_bytes(model, dropout_mask_check=False) -> int:
+def saved_activation_bytes(model) -> int:
     """Bytes of the distinct storages autograd keeps for backward (parameters excluded) after one
     forward pass and fairseq's cross-entropy (fp32 log-softmax)."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
@@ -91,7 +92,11 @@ VARIANTS = {  # name: (precision, backend); every precision and both backends, o
     "fp32-c10d": ("fp32", "c10d"), "fp16-zero-os": ("fp16", "zero-os"),
     "memory-efficient-fp16-c10d": ("memory-efficient-fp16", "c10d"),
     "memory-efficient-fp16-zero-os": ("memory-efficient-fp16", "zero-os"),
+    "fp32-fsdp": ("fp32", "fsdp"), "fp16-fsdp": ("fp16", "fsdp"),
 }  # fmt: skip
+DDP_VARIANTS = [name for name, (_, backend) in VARIANTS.items() if backend != "fsdp"]
+# fairscale 0.4.13's FSDP assumes CUDA (its process-group check and its all-gather streams)
+FSDP_ON_CPU_FAILURES = ("Torch not compiled with CUDA enabled", "KeyError: 'all_gather'")
 
 
 def variant_cfg(cfg, precision: str, backend: str):
@@ -100,6 +105,7 @@ def variant_cfg(cfg, precision: str, backend: str):
     cfg.common.memory_efficient_fp16 = precision == "memory-efficient-fp16"
     cfg.common.fp16_no_flatten_grads = True  # as on CPU (fixes/cpu_training.py); ZeRO needs it with --fp16
     cfg.distributed_training.zero_sharding = "os" if backend == "zero-os" else "none"
+    cfg.distributed_training.ddp_backend = "fully_sharded" if backend == "fsdp" else "pytorch_ddp"
     return cfg
 
 
@@ -117,14 +123,22 @@ def optimizer_tensors(optimizer) -> list:
     return masters + [m.grad for m in masters if m.grad is not None] + moments
 
 
-def measure_rank(cfg, out_dir):
+def build_model(task, cfg):
+    """As fairseq_cli/train.py: with fully_sharded, each unit wrapped while the model is built."""
+    if cfg.distributed_training.ddp_backend != "fully_sharded":
+        return task.build_model(cfg.model)
+    with fsdp_enable_wrap(cfg.distributed_training):
+        return fsdp_wrap(task.build_model(cfg.model))
+
+
+def measure_rank(cfg, out_dir, variants):
     """Every variant in turn: build the model, take one training step, count bytes on this rank."""
     task = tasks.setup_task(cfg.task)
     rank = distributed_utils.get_data_parallel_rank()
     measured = {}
-    for name, (precision, backend) in VARIANTS.items():
-        variant = variant_cfg(cfg, precision, backend)
-        model, criterion = task.build_model(variant.model), task.build_criterion(variant.criterion)
+    for name in variants:
+        variant = variant_cfg(cfg, *VARIANTS[name])
+        model, criterion = build_model(task, variant), task.build_criterion(variant.criterion)
         trainer = Trainer(variant, task, model, criterion)
         batches = trainer.get_train_iterator(epoch=1).next_epoch_itr(shuffle=False)
         trainer.train_step([next(batches)])
@@ -136,20 +150,34 @@ def measure_rank(cfg, out_dir):
         json.dump(measured, f)
 
 
-@pytest.fixture(scope="module")
-def measured_per_rank(tiny_lm_corpus, tmp_path_factory):
-    out = tmp_path_factory.mktemp("memory")
-    args = [str(tiny_lm_corpus.data_bin), "--user-dir", str(USER_DIR), "--task", "language_modeling",
+def measure_two_ranks(data_bin, out, variants) -> list:
+    args = [str(data_bin), "--user-dir", str(USER_DIR), "--task", "language_modeling",
             "--arch", "normformer_lm_gpt3_small", *SHAPE_FLAGS, "--batch-size", "2", "--optimizer", "adam",
             "--lr", "1e-3", "--cpu", "--num-workers", "0", "--distributed-world-size", "2",
             "--distributed-backend", "gloo", "--save-dir", str(out), "--no-save"]  # fmt: skip
     cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), args))
-    distributed_utils.call_main(cfg, measure_rank, out_dir=str(out))
+    distributed_utils.call_main(cfg, measure_rank, out_dir=str(out), variants=variants)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_per_rank_bytes_match_a_real_two_process_run(measured_per_rank, variant):
+@pytest.fixture(scope="module")
+def measured_ddp(tiny_lm_corpus, tmp_path_factory):
+    return measure_two_ranks(tiny_lm_corpus.data_bin, tmp_path_factory.mktemp("memory"), DDP_VARIANTS)
+
+
+@pytest.fixture(scope="module")
+def measured_fsdp(tiny_lm_corpus, tmp_path_factory):
+    fsdp = [name for name in VARIANTS if name not in DDP_VARIANTS]
+    try:
+        return measure_two_ranks(tiny_lm_corpus.data_bin, tmp_path_factory.mktemp("memory"), fsdp)
+    except torch.multiprocessing.ProcessRaisedException as e:
+        known = next((failure for failure in FSDP_ON_CPU_FAILURES if failure in str(e)), None)
+        if known is None:
+            raise
+        pytest.skip(f"fairseq's FSDP does not run on CPU with fairscale 0.4.13 ({known})")
+
+
+def assert_plan_matches(measured_per_rank, variant):
     precision, backend = VARIANTS[variant]
     vocab = measured_per_rank[0][variant]["vocab"]
     planned = memory_plan.state_bytes(tiny_shape(True, vocab), precision, backend, world_size=2)
@@ -157,9 +185,19 @@ def test_per_rank_bytes_match_a_real_two_process_run(measured_per_rank, variant)
         per_rank = [m[variant][kind] for m in measured_per_rank]
         # the plan gives the larger rank's share
         assert max(per_rank) == pytest.approx(planned[kind], rel=0.10), kind
-    if backend == "zero-os":  # each rank holds the moments of its partition only
+    if backend != "c10d":  # each rank holds the moments of its partition only
         replicated = memory_plan.state_bytes(tiny_shape(True, vocab), precision, "c10d", world_size=2)
         assert max(m[variant]["optimizer"] for m in measured_per_rank) < replicated["optimizer"] * 0.8
+
+
+@pytest.mark.parametrize("variant", DDP_VARIANTS)
+def test_per_rank_bytes_match_a_real_two_process_run(measured_ddp, variant):
+    assert_plan_matches(measured_ddp, variant)
+
+
+@pytest.mark.parametrize("variant", [name for name in VARIANTS if name not in DDP_VARIANTS])
+def test_fsdp_halves_the_bytes_per_rank(measured_fsdp, variant):
+    assert_plan_matches(measured_fsdp, variant)
 
 
 def test_the_cli_prints_the_plan_and_refuses_one_that_cannot_fit():
