@@ -35,8 +35,6 @@ FSDP_MIN_PARAMS_TO_WRAP = 10**8  # fairseq's --min-params-to-wrap default
 
 # precision: (bytes of a weight, gradient and activation; keeps an fp32 master copy)
 PRECISIONS = {"fp32": (4, False), "fp16": (2, True), "bf16": (2, True), "memory-efficient-fp16": (2, False)}
-PRECISION_ARGS = {"fp32": [], "fp16": ["--fp16"], "bf16": ["--bf16"], "memory-efficient-fp16": ["--memory-efficient-fp16"]}
-# in the order "auto" tries them: the least communication first
 BACKEND_ARGS = {
     "c10d": ["--ddp-backend", "pytorch_ddp"],
     "zero-os": ["--ddp-backend", "pytorch_ddp", "--zero-sharding", "os"],
@@ -180,7 +178,8 @@ class Plan:
         return self.total + RESERVED_BYTES <= gpu_gb * GIB
 
     def fairseq_args(self) -> list:
-        args = PRECISION_ARGS[self.precision] + BACKEND_ARGS[self.backend]
+        """The backend's fairseq-train arguments (the precision's are the caller's)."""
+        args = list(BACKEND_ARGS[self.backend])
         if self.backend == "zero-os" and PRECISIONS[self.precision][1]:
             args.append("--fp16-no-flatten-grads")  # fairseq: ZeRO is incompatible with flattened fp16 grads
         return args + (["--checkpoint-activations"] if self.checkpoint_activations else [])
@@ -199,12 +198,14 @@ def plan(preset: str, precision: str, backend: str, world_size: int, batch_size:
 
 def auto_plan(preset: str, precision: str, world_size: int, batch_size: int, seq_len: int, gpu_gb: float,
               dropout=True) -> Plan:  # fmt: skip
-    """The first plan that fits ``gpu_gb``: each backend without, then with activation checkpointing."""
-    for checkpoint in (False, True):
-        for backend in BACKEND_ARGS:
-            p = plan(preset, precision, backend, world_size, batch_size, seq_len, checkpoint, dropout)
-            if p.fits(gpu_gb):
-                return p
+    """The first plan that fits ``gpu_gb``: DDP, ZeRO-1, FSDP, then each with activation checkpointing
+    (a third more compute), then FSDP offloading to the CPU (slowest) without and with it."""
+    on_gpu = [backend for backend in BACKEND_ARGS if backend != "fsdp-cpu-offload"]
+    candidates = [(b, False) for b in on_gpu] + [(b, True) for b in on_gpu]
+    for backend, checkpoint in candidates + [("fsdp-cpu-offload", False), ("fsdp-cpu-offload", True)]:
+        p = plan(preset, precision, backend, world_size, batch_size, seq_len, checkpoint, dropout)
+        if p.fits(gpu_gb):
+            return p
     raise ValueError(
         f"{preset} does not fit {world_size} GPUs of {gpu_gb:g} GB with --batch-size {batch_size} x {seq_len} "
         f"tokens in {precision}, on any backend even with --checkpoint-activations: "
@@ -218,7 +219,7 @@ def report_lines(p: Plan) -> list:
     lines = [f"memory per GPU: {p.preset} ({p.parameters / 1e6:.0f}M parameters), {p.precision}, {p.backend}, "
              f"{p.world_size} GPUs, --batch-size {p.batch_size} x {p.seq_len} tokens"
              + (", --checkpoint-activations" if p.checkpoint_activations else "")]  # fmt: skip
-    lines += [f"  {name:<12}{gib(n)}" for name, n in p.bytes.items()]
-    lines.append(f"  {'total':<12}{gib(p.total)}  (+ {RESERVED_BYTES / GIB:g} GiB CUDA context and allocator slack)")
+    lines += [f"  {name:<14}{gib(n)}" for name, n in p.bytes.items()]
+    lines.append(f"  {'total':<14}{gib(p.total)}  (+ {RESERVED_BYTES / GIB:g} GiB CUDA context and allocator slack)")
     fits = ", ".join(f"{gpu} {'yes' if p.fits(gb) else 'no'}" for gpu, gb in GPUS.items())
     return lines + [f"  fits: {fits}"]
