@@ -65,6 +65,18 @@ def test_launch_scripts_train_with_the_papers_batch(script, env, world_size, tok
     assert world_size * args.batch_size * args.tokens_per_sample * args.update_freq[0] == tokens
     assert args.max_update == float(args.total_num_update) == AUTHORS_UPDATES[tokens]
     assert f"= {tokens}" in result.stderr  # the arithmetic is printed
+    assert f"memory per GPU: {env['ARCH']}" in result.stderr and "fits: V100 16GB" in result.stderr
+
+
+def test_the_memory_plan_picks_the_backend_for_the_gpus_and_refuses_what_cannot_fit():
+    env = torchrun_nodes(1, ARCH="normformer_lm_gpt3_2_7", BATCH_SIZE="4", GPU_MEM_GB="16")
+    result = dry_run("train_lm_torchrun.sh", env)
+    assert result.returncode == 0, result.stderr
+    args = fairseq_train_args(result.stdout.strip())
+    assert args.ddp_backend == "fully_sharded" and args.checkpoint_activations  # 2.7B on 8 x 16 GB
+    result = dry_run("train_lm_torchrun.sh", dict(env, GPU_MEM_GB="4"))
+    assert result.returncode != 0 and not result.stdout
+    assert "normformer_lm_gpt3_2_7 does not fit 8 GPUs of 4 GB" in result.stderr
 
 
 def test_a_batch_that_cannot_reach_the_papers_is_refused():
