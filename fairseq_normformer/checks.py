@@ -138,6 +138,7 @@ def check_config(cfg, on_cpu: bool, cli: str = "") -> None:
     check_positive(cfg.model, MODEL_SIZE, "model sizes (dimensions, layers, attention heads) must be positive")
     check_precision(cfg.common, on_cpu)
     check_distributed_backend(cfg.distributed_training, on_cpu)
+    check_process_group_size(cfg.distributed_training)
     if cli in TRAINING_CLIS:
         check_restore_file(cfg.checkpoint)
 
@@ -250,4 +251,19 @@ def check_distributed_backend(dist_cfg, on_cpu: bool) -> None:
         raise BadInput(
             "--distributed-backend nccl (fairseq's default) needs CUDA GPUs: "
             "pass --distributed-backend gloo to train on CPU"
+        )
+
+
+def check_process_group_size(dist_cfg) -> None:
+    """One process of a group started by hand (--distributed-no-spawn with a tcp:// init method)
+    must be told the group's size: fairseq's default, 1 without GPUs, made rank 0 train alone and
+    exit 0 while the other ranks failed to connect."""
+    world_size, rank = dist_cfg.distributed_world_size, dist_cfg.distributed_rank
+    if not (dist_cfg.distributed_no_spawn and dist_cfg.distributed_init_method) or "WORLD_SIZE" in os.environ:
+        return
+    if world_size == 1 or rank >= world_size:
+        raise ValueError(
+            f"--distributed-rank {rank} of a process group started by hand (--distributed-no-spawn "
+            f"--distributed-init-method) needs --distributed-world-size, the number of processes in all, "
+            f"on every process (it is {world_size}: rank 0 would train alone)"
         )

@@ -8,12 +8,17 @@ Model shapes stay in ``models/normformer_lm.py`` (``GPT3_SIZES``); this module n
 BERT's pre-training settings (Devlin et al. 2019), which the BERT recipes follow, are in ``BERT``::
 
     normformer-paper-settings --bert --format shell
+
+and the memory each GPU needs to train a size (``memory_plan.py``, docs/distributed.md#memory-plan)::
+
+    normformer-paper-settings --memory --size 1.3B --model normformer --world-size 8 --gpu-memory 32
 """
 import argparse
 import json
 import shlex
 import sys
 
+from . import memory_plan
 from .models.normformer_lm import GPT3_SIZES
 
 # size -> preset suffix: preln_lm_<suffix> (baseline) and normformer_lm_<suffix> (NormFormer)
@@ -186,6 +191,8 @@ def shell_lines(runs: list) -> list:
     columns = {"ARCH": "arch", "DROPOUT": "dropout", "WARMUP": "warmup_updates", "UPDATE_FREQ": "update_freq",
                "TOKENS_PER_UPDATE": "tokens_per_update", "MAX_UPDATE": "max_update", "BATCH_SIZE": "batch_size"}  # fmt: skip
     keyed = {name: {f"{s['size']}/{s['model']}": str(s[column]) for s in runs} for name, column in columns.items()}
+    if "memory_args" in runs[0]:
+        keyed["MEMORY_ARGS"] = {f"{s['size']}/{s['model']}": shlex.join(s["memory_args"]) for s in runs}
     keyed["LRS"] = {f"{s['size']}/{s['model']}": " ".join(map(lr_text, s["lrs"])) for s in runs}
     for group in ("MODEL", "BATCH", "SCHEDULE"):
         keyed[f"{group}_ARGS"] = {f"{s['size']}/{s['model']}": shlex.join(run_args(s)[group]) for s in runs}
@@ -201,6 +208,8 @@ def get_parser() -> argparse.ArgumentParser:
     which.add_argument("--table", choices=[*TABLES, "xiong"],
                        help="paper table ('figs': Figures 2-5; 'xiong': Xiong et al.'s warmup study, shell format)")
     which.add_argument("--bert", action="store_true", help="BERT's pre-training settings (the BERT recipes)")
+    which.add_argument("--memory", action="store_true",
+                       help="bytes per GPU of each --size and --model (Table 6's runs), and the GPUs it fits")
     p.add_argument("--size", action="append", choices=[*SIZES, *PRESET_SIZES],
                    help="125M or gpt3_small, ...; repeatable; default: the table's sizes")
     p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
@@ -209,24 +218,75 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--tokens-per-sample", type=int, default=TOKENS_PER_SAMPLE,
                    help=f"sequence length, which sets --update-freq for the paper's tokens per update (default: {TOKENS_PER_SAMPLE})")
     p.add_argument("--format", choices=("json", "shell"), default="json",
-                   help="json: the settings as JSON; shell: bash assignments (PAPER_* arrays) the recipes eval")
+                   help="json: the settings as JSON; shell: bash assignments (PAPER_* arrays) the recipes eval; "
+                   "with --memory: text by default, shell prints MEMORY_ARGS=(...) and the text on stderr")
+    memory = p.add_argument_group("memory plan", "with --memory, or with --table and --gpu-memory: "
+                                  "PAPER_MEMORY_ARGS (the backend that fits), the arithmetic on stderr")
+    memory.add_argument("--precision", choices=list(memory_plan.PRECISIONS), default="memory-efficient-fp16",
+                        help="fp16 and bf16 keep fp32 master weights (default: the paper's)")
+    memory.add_argument("--backend", choices=[*memory_plan.BACKEND_ARGS, "auto"], default=None,
+                        help="default: auto with --gpu-memory, else c10d. auto: the first backend that fits "
+                             "--gpu-memory, then each with --checkpoint-activations")
+    memory.add_argument("--gpu-memory", type=float, default=None, help="GB per GPU; needed by --backend auto")
+    memory.add_argument("--checkpoint-activations", action="store_true",
+                        help="count activations as fairseq's --checkpoint-activations keeps them (layer inputs only)")
     return p
+
+
+def memory_plan_of(s: dict, args) -> memory_plan.Plan:
+    """The memory plan of one ``settings`` run: ``--backend`` as given, or with ``auto`` the first
+    that fits ``--gpu-memory``; a ValueError when it does not fit."""
+    dropout = s["dropout"] > 0
+    common = (s["arch"], args.precision)
+    if args.backend == "auto":
+        if args.gpu_memory is None:
+            raise ValueError("--backend auto needs --gpu-memory")
+        return memory_plan.auto_plan(*common, s["world_size"], s["batch_size"], s["tokens_per_sample"],
+                                     args.gpu_memory, dropout)  # fmt: skip
+    p = memory_plan.plan(*common, args.backend, s["world_size"], s["batch_size"], s["tokens_per_sample"],
+                         args.checkpoint_activations, dropout)  # fmt: skip
+    if args.gpu_memory is not None and not p.fits(args.gpu_memory):
+        raise ValueError(f"{s['arch']} with {args.backend} needs {p.total / memory_plan.GIB:.1f} GiB per GPU and "
+                         f"{args.gpu_memory:g} GB GPUs hold {args.gpu_memory - 1:g}: try --backend auto")  # fmt: skip
+    return p
+
+
+def memory_main(args, runs: list):
+    """--memory: the plan of each run as text, or with --format shell MEMORY_ARGS=(...) of one run."""
+    plans = [memory_plan_of(s, args) for s in runs]
+    report = "\n".join(line for p in plans for line in memory_plan.report_lines(p))
+    if args.format != "shell":
+        print(report)
+        return
+    if len(plans) != 1:
+        raise ValueError("--memory --format shell needs one --size and one --model")
+    print(report, file=sys.stderr)
+    print(f"MEMORY_ARGS=({shlex.join(plans[0].fairseq_args())})")
 
 
 def main(argv=None):
     args = get_parser().parse_args(argv)
+    args.backend = args.backend or ("auto" if args.gpu_memory is not None else "c10d")
     if args.table == "xiong":
         print("\n".join(xiong_shell_lines()))
         return
     if args.bert:
         print("\n".join(bert_shell_lines()) if args.format == "shell" else json.dumps(BERT, indent=2))
         return
-    sizes = args.size or list(TABLES[args.table]["sizes"])
+    table = "6" if args.memory else args.table
+    sizes = args.size or list(TABLES[table]["sizes"])
     try:
-        runs = [settings(args.table, size, model, args.world_size, args.batch_size, args.tokens_per_sample)
+        runs = [settings(table, size, model, args.world_size, args.batch_size, args.tokens_per_sample)
                 for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
+        if args.memory:
+            return memory_main(args, runs)
+        plans = [memory_plan_of(s, args) for s in runs] if args.gpu_memory is not None else []
     except ValueError as e:
         sys.exit(f"normformer-paper-settings: error: {e}")
+    for p in plans:  # the arithmetic, for the launch scripts' logs
+        print("\n".join(memory_plan.report_lines(p)), file=sys.stderr)
+    for s, p in zip(runs, plans):
+        s["memory_args"] = p.fairseq_args()
     print("\n".join(shell_lines(runs)) if args.format == "shell" else json.dumps(runs, indent=2))
 
 

@@ -6,7 +6,9 @@
 # paper: the paper's settings (fairseq_normformer/paper.py, `normformer-paper-settings`), for a GPU
 #        cluster. Needs DATA (a fairseq-preprocess directory of your corpus). WORLD_SIZE GPUs (default 8),
 #        BATCH_SIZE and TOKENS_PER_SAMPLE (default: the authors'); --update-freq is computed so that
-#        one update sees the paper's tokens (0.5M for 125M and 355M, 1M above).
+#        one update sees the paper's tokens (0.5M for 125M and 355M, 1M above). GPU_MEM_GB (default 32):
+#        the memory plan (docs/distributed.md#memory-plan) picks the DDP backend and activation
+#        checkpointing that fit, prints its arithmetic, and refuses a run that cannot fit.
 # tiny:  a scaled-down run on 2 CPU cores within 15 minutes, on the standard-library docstring
 #        corpus (built under work/recipes/ on first use). Two single-threaded runs go in parallel.
 # Runs follow the run-directory convention of recipes/_run_dir.sh (docs/recipes.md): DRY_RUN=1 prints
@@ -51,7 +53,7 @@ recipe_settings() {
   shift
   for size in "$@"; do flags+=(--size "$size"); done
   if [ "$SCALE" = paper ]; then
-    flags+=(--world-size "${WORLD_SIZE:-8}")
+    flags+=(--world-size "${WORLD_SIZE:-8}" --gpu-memory "${GPU_MEM_GB:-32}")
     if [ -n "${BATCH_SIZE:-}" ]; then flags+=(--batch-size "$BATCH_SIZE"); fi
     if [ -n "${TOKENS_PER_SAMPLE:-}" ]; then flags+=(--tokens-per-sample "$TOKENS_PER_SAMPLE"); fi
   fi
@@ -59,11 +61,12 @@ recipe_settings() {
 }
 
 # paper_args SIZE MODEL: into the array ARGS, one paper-scale run's model, batch, optimiser, schedule
-# and precision flags (all but --lr); MAX_UPDATE=N shortens the schedule.
+# precision and memory-plan flags (all but --lr); MAX_UPDATE=N shortens the schedule.
 paper_args() {
-  local key="$1/$2" model batch schedule
+  local key="$1/$2" model batch schedule memory
   eval "model=(${PAPER_MODEL_ARGS[$key]}) batch=(${PAPER_BATCH_ARGS[$key]}) schedule=(${PAPER_SCHEDULE_ARGS[$key]})"
-  ARGS=("${model[@]}" "${batch[@]}" "${PAPER_OPTIMIZER[@]}" "${schedule[@]}" "${PAPER_PRECISION[@]}")
+  eval "memory=(${PAPER_MEMORY_ARGS[$key]})"
+  ARGS=("${model[@]}" "${batch[@]}" "${PAPER_OPTIMIZER[@]}" "${schedule[@]}" "${PAPER_PRECISION[@]}" "${memory[@]}")
   if [ -n "${MAX_UPDATE:-}" ]; then ARGS+=(--total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE"); fi
 }
 

@@ -108,6 +108,8 @@ def test_unknown_preset_is_named(tiny_lm_corpus, tmp_path, monkeypatch, capsys):
     [
         (["--amp"], "--amp uses CUDA autocast, which does nothing on CPU"),
         (["--distributed-world-size", "2"], "--distributed-backend nccl .* needs CUDA GPUs"),
+        (["--distributed-no-spawn", "--distributed-rank", "1", "--distributed-init-method", "tcp://127.0.0.1:1"],
+         "--distributed-rank 1 of a process group started by hand .* needs --distributed-world-size"),
     ],
 )
 def test_switches_that_cannot_work_on_cpu(switches, message, tiny_lm_corpus, tmp_path, monkeypatch):

@@ -5,6 +5,7 @@
 #     ARCH=normformer_lm_gpt3_xl srun --nodes=4 --ntasks-per-node=1 --gpus-per-node=8 \
 #       examples/slurm/train_lm_torchrun.sh DATA_BIN SAVE_DIR [fairseq-train args]
 #   Elsewhere, on each node: NNODES=4 NODE_RANK=<0..3> MASTER_ADDR=<node 0> examples/slurm/train_lm_torchrun.sh ...
+#   (the same PORT on every node; GPU_MEM_GB, CPU=1: see common.sh)
 set -euo pipefail
 source examples/slurm/common.sh
 DATA_BIN=$1 SAVE_DIR=$2

@@ -3,6 +3,7 @@ and that train with the paper's batch: 0.5M tokens per update for 125M and 355M,
 tokens in all (the authors' fairseq script: 572,204 and 286,102 updates)."""
 import os
 import shlex
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from fairseq import options
 
 from ..conftest import REPO_ROOT, USER_DIR
+from .fairseq_runs import logged_updates
 
 HALF_MILLION, MILLION = 1024 * 1024 // 2, 1024 * 1024
 AUTHORS_UPDATES = {HALF_MILLION: 572204, MILLION: 286102}
@@ -63,9 +65,114 @@ def test_launch_scripts_train_with_the_papers_batch(script, env, world_size, tok
     assert world_size * args.batch_size * args.tokens_per_sample * args.update_freq[0] == tokens
     assert args.max_update == float(args.total_num_update) == AUTHORS_UPDATES[tokens]
     assert f"= {tokens}" in result.stderr  # the arithmetic is printed
+    assert f"memory per GPU: {env['ARCH']}" in result.stderr and "fits: V100 16GB" in result.stderr
+
+
+def test_the_memory_plan_picks_the_backend_for_the_gpus_and_refuses_what_cannot_fit():
+    env = torchrun_nodes(1, ARCH="normformer_lm_gpt3_2_7", BATCH_SIZE="4", GPU_MEM_GB="16")
+    result = dry_run("train_lm_torchrun.sh", env)
+    assert result.returncode == 0, result.stderr
+    args = fairseq_train_args(result.stdout.strip())
+    assert args.ddp_backend == "fully_sharded" and args.checkpoint_activations  # 2.7B on 8 x 16 GB
+    result = dry_run("train_lm_torchrun.sh", dict(env, GPU_MEM_GB="4"))
+    assert result.returncode != 0 and not result.stdout
+    assert "normformer_lm_gpt3_2_7 does not fit 8 GPUs of 4 GB" in result.stderr
 
 
 def test_a_batch_that_cannot_reach_the_papers_is_refused():
     result = dry_run("train_lm.sbatch", slurm(3, ARCH="normformer_lm_gpt3_small"))
     assert result.returncode != 0
     assert "24 GPUs x --batch-size 16 x 2048 tokens does not divide 524288 tokens" in result.stderr
+
+
+# -- both scripts on CPU, as two simulated nodes on loopback -----------------------------------
+TINY_OVERRIDES = ["--decoder-layers", "2", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
+                  "--decoder-attention-heads", "4", "--tokens-per-sample", "32", "--batch-size", "2",
+                  "--update-freq", "1", "--max-update", "3", "--num-workers", "0", "--log-interval", "1",
+                  "--disable-validation", "--no-save", "--no-progress-bar", "--seed", "7",
+                  "--dropout", "0", "--attention-dropout", "0"]  # fmt: skip  (dropout masks differ by rank)
+FAKE_SRUN = """#!/bin/bash
+# stand-in for SLURM's srun: the command as SLURM_NTASKS_PER_NODE tasks of one node
+while [[ "$1" == -* ]]; do shift; done
+pids=()
+for ((i = 0; i < SLURM_NTASKS_PER_NODE; i++)); do
+  SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NODEID=0 "$@" & pids+=($!)
+done
+status=0
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+exit $status
+"""
+FAKE_SCONTROL = '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && echo 127.0.0.1\n'
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_env(bin_dir=None, **env) -> dict:
+    path = ":".join(filter(None, [bin_dir and str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]))
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return dict(clean, CPU="1", ARCH="normformer_lm_gpt3_small", USER_DIR=str(USER_DIR), PATH=path,
+                OMP_NUM_THREADS="1", **env)  # fmt: skip
+
+
+def launch(script, env, data_bin, save_dir, *extra) -> subprocess.Popen:
+    args = [str(data_bin), str(save_dir), *TINY_OVERRIDES, *extra]
+    return subprocess.Popen(["bash", f"examples/slurm/{script}", *args],
+                            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+
+
+def finish(process) -> str:
+    stdout, stderr = process.communicate(timeout=600)
+    assert process.returncode == 0, stdout[-3000:] + stderr[-3000:]
+    return stdout + stderr
+
+
+def fake_slurm(tmp_path) -> Path:
+    bin_dir = tmp_path / "fake-slurm"
+    bin_dir.mkdir()
+    for name, text in (("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def losses(output: str) -> dict:
+    return {update: float(stats["loss"]) for update, stats in logged_updates(output).items()}
+
+
+@pytest.fixture(scope="module")
+def cpu_runs(tiny_lm_corpus, tmp_path_factory):
+    """The training logs of: train_lm.sbatch under a stand-in srun with 2 tasks; train_lm_torchrun.sh
+    as two nodes (two launchers, one process each) on loopback; train_lm.sbatch with 1 task and
+    --update-freq 2, the reference."""
+    tmp = tmp_path_factory.mktemp("launch")
+    slurm_bin, data = fake_slurm(tmp), tiny_lm_corpus.data_bin
+    slurm = dict(SLURM_NNODES="1", SLURM_JOB_NODELIST="node0", SLURM_SUBMIT_DIR=str(REPO_ROOT))
+    sbatch = launch("train_lm.sbatch", cpu_env(slurm_bin, SLURM_NTASKS_PER_NODE="2", **slurm), data, tmp / "sbatch")
+    port = str(free_port())
+    nodes = [launch("train_lm_torchrun.sh", cpu_env(NNODES="2", NODE_RANK=str(rank), GPUS_PER_NODE="1",
+                                                    MASTER_ADDR="127.0.0.1", PORT=port), data, tmp / f"node{rank}")
+             for rank in (0, 1)]  # fmt: skip
+    runs = {"sbatch": finish(sbatch), "torchrun node 0": finish(nodes[0]), "torchrun node 1": finish(nodes[1])}
+    one = launch("train_lm.sbatch", cpu_env(slurm_bin, SLURM_NTASKS_PER_NODE="1", **slurm), data, tmp / "one",
+                 "--update-freq", "2")  # fmt: skip
+    runs["1 process, --update-freq 2"] = finish(one)
+    return runs
+
+
+def test_both_scripts_train_two_processes_as_one_with_update_freq_2(cpu_runs):
+    for name in ("sbatch", "torchrun node 0"):
+        assert "training on 2 devices" in cpu_runs[name], name
+    assert "training on 1 devices" in cpu_runs["1 process, --update-freq 2"]
+    reference = losses(cpu_runs["1 process, --update-freq 2"])
+    assert sorted(reference) == [1, 2, 3]
+    assert losses(cpu_runs["sbatch"]) == losses(cpu_runs["torchrun node 0"])
+    assert losses(cpu_runs["sbatch"]) == pytest.approx(reference, abs=2e-3)  # logged with 3 decimals
+
+
+def test_cpu_mode_prints_the_arithmetic_and_skips_the_memory_plan(cpu_runs):
+    assert "tokens per update: 2 GPUs x 16 x 2048 x 8 = 524288" in cpu_runs["sbatch"]
+    assert "memory per GPU" not in cpu_runs["sbatch"]
