@@ -12,6 +12,10 @@
     normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
     normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
     normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
+
+Seeds: a label given again (--run Baseline=b/train.log --run Baseline=b/seed2/train.log ...; time-to-target:
+--baseline/--candidate once per seed) is the same model's next seed; tables report mean ± std over the seeds
+and 95% intervals of differences to the first row, paired by seed (analysis/seeds.py, docs/analysis.md).
 """
 import argparse
 import json
@@ -38,11 +42,16 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     EVAL_HEADERS,
     LR_HEADERS,
     PPL_HEADERS,
+    difference_column,
     eval_rows,
+    interval_cell,
     lr_rows,
     markdown_table,
+    mean_std_cell,
+    per_seed_cell,
     ppl_rows,
 )
+from fairseq_normformer.analysis.time_to_target import fraction_summary  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
 from fairseq_normformer.analysis.training_log import read_generate_bleu, read_training_log  # noqa: E402
 
@@ -56,6 +65,14 @@ def labelled(text: str):
     if not sep or not label or not path:
         raise argparse.ArgumentTypeError(f"expected LABEL=PATH, got {text!r}")
     return label, path
+
+
+def by_label(runs) -> dict:
+    """{label: [path of each seed]}: a label given again (--run LABEL=PATH) is the same model's next seed."""
+    grouped = {}
+    for label, path in runs:
+        grouped.setdefault(label, []).append(path)
+    return grouped
 
 
 def update_window(text: str):
@@ -77,7 +94,8 @@ def _write(path: Path, text: str) -> Path:
 
 def grad_curves(args):
     start, end = args.updates or (0, float("inf"))
-    runs = {label: [r for r in read_grad_norms(path) if start <= r["update"] <= end] for label, path in args.run}
+    runs = {label: [[r for r in read_grad_norms(path) if start <= r["update"] <= end] for path in paths]
+            for label, paths in by_label(args.run).items()}  # fmt: skip
     layers = None if args.layers is None else {int(x) for x in args.layers.split(",")}
     print(plot_grad_norms(runs, Path(args.out_dir) / "fig3_grad_norms.png", args.param, layers))
 
@@ -105,16 +123,32 @@ def gamma(args):
     print(_write(out / "fig4_gamma.md", f"Learned γ of {args.checkpoint}\n\n{table}"))
 
 
+def fraction_line(fractions: dict, labels) -> str:
+    """The fraction of updates over the seeds (time_to_target.fraction_summary) in words."""
+    per_seed = fractions["per_seed"]
+    if None in per_seed:
+        missed = ", ".join(str(k) for k, f in enumerate(per_seed, 1) if f is None)
+        return f"{labels[1]} does not reach {labels[0]}'s final perplexity with seed {missed}: no fraction over seeds"
+    return (f"Fraction of updates over {len(per_seed)} seeds: {mean_std_cell(per_seed)} (mean ± std), "
+            f"95% CI {interval_cell(per_seed, null=1.0)}")  # fmt: skip
+
+
 def time_to_target(args):
-    baseline, candidate = read_training_log(args.baseline), read_training_log(args.candidate)
-    result, labels = compute_time_to_target(baseline, candidate), tuple(args.labels.split(","))
-    out = Path(args.out_dir)
-    print(plot_time_to_target(baseline, candidate, result, out / "fig2_time_to_target.png", labels))
-    _write(out / "fig2_time_to_target.json", json.dumps(result.as_dict(), indent=2) + "\n")
-    headers = [f"{labels[0]} final valid PPL", f"{labels[0]} updates", f"{labels[1]} reaches it at update",
+    if len(args.baseline) != len(args.candidate):
+        raise ValueError(f"runs are paired by seed: {len(args.baseline)} --baseline and {len(args.candidate)} --candidate logs")
+    baselines = [read_training_log(path) for path in args.baseline]
+    candidates = [read_training_log(path) for path in args.candidate]
+    results = [compute_time_to_target(b, c) for b, c in zip(baselines, candidates)]
+    labels, out = tuple(args.labels.split(",")), Path(args.out_dir)
+    print(plot_time_to_target(baselines, candidates, results, out / "fig2_time_to_target.png", labels))
+    fractions = fraction_summary(results)
+    record = {"seeds": [r.as_dict() for r in results], "update_fraction": fractions}
+    _write(out / "fig2_time_to_target.json", json.dumps(record, indent=2) + "\n")
+    headers = ["Seed", f"{labels[0]} final valid PPL", f"{labels[0]} updates", f"{labels[1]} reaches it at update",
                "Fraction of updates", "Fraction of wall time"]  # fmt: skip
-    row = [result.target_ppl, result.baseline_updates, result.hit_update, result.update_fraction, result.wall_fraction]
-    print(_write(out / "fig2_time_to_target.md", markdown_table(headers, [row])))
+    rows = [[k, r.target_ppl, r.baseline_updates, r.hit_update, r.update_fraction, r.wall_fraction]
+            for k, r in enumerate(results, 1)]  # fmt: skip
+    print(_write(out / "fig2_time_to_target.md", f"{markdown_table(headers, rows)}\n{fraction_line(fractions, labels)}\n"))
 
 
 def lr_stability(args):
@@ -126,18 +160,18 @@ def lr_stability(args):
 
 
 def lr_table(args):
-    results = {label: read_result(path) for label, path in args.run}
+    results = {label: [read_result(path) for path in paths] for label, paths in by_label(args.run).items()}
     print(_write(Path(args.out), markdown_table(LR_HEADERS, lr_rows(results))))
 
 
 def ppl_table(args):
-    runs = {label: read_training_log(path) for label, path in args.run}
+    runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
     text = (f"{args.title}\n\n" if args.title else "") + markdown_table(PPL_HEADERS, ppl_rows(runs))
     print(_write(Path(args.out), text))
 
 
 def eval_table(args):
-    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(EVAL_HEADERS, eval_rows(dict(args.run)))
+    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(EVAL_HEADERS, eval_rows(by_label(args.run)))
     print(_write(Path(args.out), text))
 
 
@@ -172,19 +206,28 @@ def init_grads_plot(args):
     print(_write(out / "init_grads.md", f"{title}\n\n{table}"))
 
 
+def validation_bleu(log) -> list:
+    valid = [r for r in log.valid if "bleu" in r]
+    if not valid:
+        raise ValueError(f"{log.path} has no validation BLEU (train with --eval-bleu)")
+    return valid
+
+
 def bleu_table(args):
-    runs = {label: read_training_log(Path(path) / "train.log") for label, path in args.run}
+    run_dirs = {label: [Path(d) for d in dirs] for label, dirs in by_label(args.run).items()}
+    runs = {label: [read_training_log(d / "train.log") for d in dirs] for label, dirs in run_dirs.items()}
+    valid = {label: [validation_bleu(log) for log in logs] for label, logs in runs.items()}
     out = Path(args.out_dir)
     print(plot_bleu_curves(runs, out / "bleu.png"))
+    test = {label: [read_generate_bleu(d / "generate_test.log")["bleu"] for d in dirs] for label, dirs in run_dirs.items()}
     rows = []
-    for label, path in args.run:
-        valid = [r for r in runs[label].valid if "bleu" in r]
-        if not valid:
-            raise ValueError(f"{path}/train.log has no validation BLEU (train with --eval-bleu)")
-        test = read_generate_bleu(Path(path) / "generate_test.log")["bleu"]
-        rows.append([label, valid[-1]["num_updates"], valid[0]["bleu"], valid[-1]["bleu"], max(r["bleu"] for r in valid), test])
-    headers = ["Run", "Updates", "Valid BLEU, first validation", "Valid BLEU, last", "Best valid BLEU",
-               "Test BLEU (best checkpoint)"]  # fmt: skip
+    for (label, seeds), delta in zip(valid.items(), difference_column(test)):
+        first, last = [v[0]["bleu"] for v in seeds], [v[-1]["bleu"] for v in seeds]
+        best = [max(r["bleu"] for r in v) for v in seeds]
+        rows.append([label, len(seeds), per_seed_cell([v[-1]["num_updates"] for v in seeds]),
+                     *map(mean_std_cell, (first, last, best, test[label])), delta])  # fmt: skip
+    headers = ["Run", "Seeds", "Updates", "Valid BLEU, first validation", "Valid BLEU, last", "Best valid BLEU",
+               "Test BLEU (best checkpoint)", "Δ test BLEU vs first row (95% CI)"]  # fmt: skip
     print(_write(out / "bleu.md", markdown_table(headers, rows)))
 
 
@@ -193,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("grad-curves", help="Fig. 3: one parameter's mean |grad| per layer against updates")
-    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=grad-norm file (repeat)")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=grad-norm file (repeat; a label again: its next seed)")  # fmt: skip
     p.add_argument("--param", default="fc2.weight", help="parameter inside each layer (default: fc2.weight)")
     p.add_argument("--layers", help="comma-separated layers to plot (default: all)")
     p.add_argument("--updates", type=update_window, help="START:END updates to plot (default: all)")
@@ -215,8 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=gamma)
 
     p = commands.add_parser("time-to-target", help="Fig. 2: when a run reaches the baseline's final perplexity")
-    p.add_argument("--baseline", required=True, help="fairseq-train log of the baseline")
-    p.add_argument("--candidate", required=True, help="fairseq-train log of the other run (NormFormer)")
+    p.add_argument("--baseline", action="append", required=True,
+                   help="fairseq-train log of the baseline (repeat: one per seed)")  # fmt: skip
+    p.add_argument("--candidate", action="append", required=True,
+                   help="fairseq-train log of the other run (NormFormer), paired with --baseline by position")  # fmt: skip
     p.add_argument("--labels", default="Baseline,NormFormer")
     p.add_argument("--out-dir", required=True)
     p.set_defaults(func=time_to_target)
@@ -233,19 +279,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=lr_stability)
 
     p = commands.add_parser("lr-table", help="Table 3 from lr-stability output directories")
-    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=lr-stability --out-dir")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=lr-stability --out-dir (a label again: its next seed)")  # fmt: skip
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=lr_table)
 
     p = commands.add_parser("ppl-table", help="Tables 5-7: final validation perplexity of each run")
-    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=fairseq-train log")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=fairseq-train log (a label again: its next seed)")  # fmt: skip
     p.add_argument("--title")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=ppl_table)
 
     p = commands.add_parser("eval-table", help="Table 8: fairseq-eval-lm perplexity on valid and test")
     p.add_argument("--run", type=labelled, action="append", required=True,
-                   help="LABEL=directory with train.log, eval_valid.log, eval_test.log")  # fmt: skip
+                   help="LABEL=directory with train.log, eval_valid.log, eval_test.log (again: its next seed)")  # fmt: skip
     p.add_argument("--title")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=eval_table)
