@@ -120,13 +120,6 @@ train_seeds() {
   for seed in $(seq "$SEEDS"); do train "$(seed_dir "$dir" "$seed")" "$@" --seed "$seed"; done
 }
 
-# seed_runs LABEL RUN_DIR [FILE]: into the array TABLE_RUNS, --run LABEL=<seed K's RUN_DIR>[/FILE] for every
-# seed (normformer-analyze reads a label given again as the same model's next seed)
-seed_runs() {
-  local seed
-  for seed in $(seq "$SEEDS"); do TABLE_RUNS+=(--run "$1=$(seed_dir "$2" "$seed")${3:+/$3}"); done
-}
-
 wait_runs() {  # wait for the background runs; fail if one failed
   local pid status=0
   for pid in "${PIDS[@]}"; do wait "$pid" || status=1; done

@@ -16,6 +16,13 @@ fi
 
 seed_dir() { if [ "$2" = 1 ]; then echo "$1"; else echo "$1/seed$2"; fi; }  # seed_dir RUN_DIR K
 
+# seed_runs LABEL RUN_DIR [FILE]: into the array TABLE_RUNS, --run LABEL=<seed K's RUN_DIR>[/FILE] for every
+# seed (normformer-analyze reads a label given again as the same model's next seed)
+seed_runs() {
+  local seed
+  for seed in $(seq "$SEEDS"); do TABLE_RUNS+=(--run "$1=$(seed_dir "$2" "$seed")${3:+/$3}"); done
+}
+
 run() {
   local line
   line="$(printf '%q ' "$@")"

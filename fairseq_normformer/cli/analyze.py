@@ -9,6 +9,7 @@
     normformer-analyze lr-table       --run Baseline=DIR --run NormFormer=DIR --out table3.md
     normformer-analyze ppl-table      --run Baseline=base.log --run NormFormer=nf.log --out table.md        # Tables 5-7
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
+    normformer-analyze metric-table   --run A=a.log --run B=b.log --metric accuracy --out table.md         # any task
     normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
     normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
     normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
@@ -50,6 +51,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     mean_std_cell,
     per_seed_cell,
     ppl_rows,
+    valid_table,
 )
 from fairseq_normformer.analysis.time_to_target import fraction_summary  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
@@ -167,6 +169,12 @@ def lr_table(args):
 def ppl_table(args):
     runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
     text = (f"{args.title}\n\n" if args.title else "") + markdown_table(PPL_HEADERS, ppl_rows(runs))
+    print(_write(Path(args.out), text))
+
+
+def metric_table(args):
+    runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
+    text = (f"{args.title}\n\n" if args.title else "") + valid_table(runs, args.metric)
     print(_write(Path(args.out), text))
 
 
@@ -290,6 +298,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=ppl_table)
+
+    p = commands.add_parser("metric-table", help="the last validation's metrics of each run (any task)")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=fairseq-train log (a label again: its next seed)")  # fmt: skip
+    p.add_argument("--metric", action="append", required=True, help="a validation metric, e.g. accuracy (repeat)")
+    p.add_argument("--title")
+    p.add_argument("--out", required=True, help="markdown file to write")
+    p.set_defaults(func=metric_table)
 
     p = commands.add_parser("eval-table", help="Table 8: fairseq-eval-lm perplexity on valid and test")
     p.add_argument("--run", type=labelled, action="append", required=True,

@@ -138,10 +138,11 @@ def test_eval_table_over_seeds(tmp_path):
     assert rows["NormFormer"][5:] == [valid_delta + " within seed noise", test_delta]  # -2.0, -2.6 vs -1.9, -1.8
 
 
-def dry_run(recipe, out, **env):
+def dry_run(recipe, out, *args, **env):
+    """The commands DRY_RUN=1 recipes/RECIPE.sh ARGS... (default: tiny OUT) writes to OUT/commands.sh."""
     env = {**os.environ, "DRY_RUN": "1", "PY": sys.executable, "PAIR": str(out / "pair"), **env}
     script = REPO_ROOT / "recipes" / f"{recipe}.sh"
-    result = subprocess.run(["bash", script, "tiny", out], env=env, capture_output=True, text=True)
+    result = subprocess.run(["bash", script, *(args or ("tiny", out))], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return [shlex.split(line) for line in (out / "commands.sh").read_text().splitlines()]
 
@@ -254,3 +255,32 @@ def test_grad_curves_band_over_seeds(tmp_path):
             runs.append(f"--run={label}={path}")
     analyze(["grad-curves", *runs, "--out-dir", str(tmp_path / "fig")])
     assert (tmp_path / "fig" / "fig3_grad_norms.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_metric_table_over_seeds(tmp_path):
+    runs = [f"--run=A={log}" for log in fake_runs(tmp_path / "a", BASELINE)]
+    runs += [f"--run=B={log}" for log in fake_runs(tmp_path / "b", NORMFORMER)]
+    for seconds, run in zip((100, 110, 120), runs[3:]):
+        with open(run.split("=", 2)[2], "a") as log:
+            log.write(f"2026-01-01 10:01:00 | INFO | fairseq_cli.train | done training in {seconds} seconds\n")
+    analyze(["metric-table", *runs, "--metric", "ppl", "--metric", "loss", "--out", str(tmp_path / "t.md")])
+    rows = table_rows(tmp_path / "t.md")
+    assert rows["B"][1:4] == ["3", "6", "110 ± 10"] and rows["A"][3] == "—"  # A's logs say no "done training"
+    assert rows["B"][4:] == [f"{np.mean(NORMFORMER):.4g} ± {np.std(NORMFORMER, ddof=1):.4g}",
+                             interval_text(NORMFORMER, BASELINE), "6 ± 0", "0 [0, 0] within seed noise"]  # fmt: skip
+    with pytest.raises(SystemExit, match="the last validation of .* has no 'accuracy'"):
+        analyze(["metric-table", *runs, "--metric", "accuracy", "--out", str(tmp_path / "u.md")])
+
+
+def test_finetune_tiny_fine_tunes_and_tables_every_seed(tmp_path):
+    argvs = dry_run("finetune_tiny", tmp_path, tmp_path, SEEDS="2")
+    finetunes = [a for a in argvs if os.path.basename(a[0]) == "fairseq-train" and "--max-positions" in a]
+    runs = sorted((last_value(a, "--save-dir"), int(last_value(a, "--seed"))) for a in finetunes)
+    want = [(str(tmp_path / task / init / ("seed2" if seed == 2 else "")).rstrip("/"), seed)
+            for task in ("qa", "ner", "swag") for init in ("pretrained", "scratch") for seed in (1, 2)]  # fmt: skip
+    assert runs == sorted(want)
+    tables = [a for a in argvs if "metric-table" in a]
+    assert [a[a.index("--out") + 1] for a in tables] == [str(tmp_path / t / "results.md") for t in ("qa", "ner", "swag")]
+    inputs = [v for flag, v in zip(tables[0], tables[0][1:]) if flag == "--run"]
+    assert inputs == [f"{label}={tmp_path}/qa/{init}{seed}/train.log" for label, init in
+                      (("pre-trained", "pretrained"), ("from scratch", "scratch")) for seed in ("", "/seed2")]  # fmt: skip
