@@ -15,6 +15,7 @@ from scipy import stats
 from fairseq_normformer.analysis.plots import mean_over_seeds
 from fairseq_normformer.analysis.seeds import mean_std, paired_differences, t_interval
 from fairseq_normformer.cli.analyze import main as analyze
+from fairseq_normformer.cli.zero_shot import main as zero_shot
 from tests.analysis.test_training_log import write_log
 from tests.conftest import REPO_ROOT
 
@@ -284,3 +285,60 @@ def test_finetune_tiny_fine_tunes_and_tables_every_seed(tmp_path):
     inputs = [v for flag, v in zip(tables[0], tables[0][1:]) if flag == "--run"]
     assert inputs == [f"{label}={tmp_path}/qa/{init}{seed}/train.log" for label, init in
                       (("pre-trained", "pretrained"), ("from scratch", "scratch")) for seed in ("", "/seed2")]  # fmt: skip
+
+
+def test_zero_shot_table_groups_seeds_by_model_name(tmp_path, capsys):
+    accuracy = {"preln_lm": [[30.0, 55.0, 51.0, 60.0, 28.0], [32.0, 57.0, 50.0, 61.0, 27.0]],
+                "normformer_lm": [[33.0, 58.0, 52.0, 62.0, 30.0], [34.0, 58.5, 53.0, 63.0, 29.0]]}  # fmt: skip
+    tasks = ("hellaswag", "piqa", "winogrande", "storycloze", "openbookqa")
+    paths = []
+    for seed in (0, 1):
+        for name, per_seed in accuracy.items():
+            result = {"model": {"name": name, "parameters": 1_000_000, "lr": 2e-3, "train_seconds": 60, "cpu": True},
+                      "tasks": {t: {"accuracy": a, "chance": 25.0, "normalization": "none", "examples": 100}
+                                for t, a in zip(tasks, per_seed[seed])}}  # fmt: skip
+            paths.append(tmp_path / f"{name}-{seed}.json")
+            paths[-1].write_text(json.dumps(result))
+    zero_shot(["table", *map(str, paths)])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    rows = {cells[0]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[1:])}
+    hellaswag = accuracy["normformer_lm"][0][0], accuracy["normformer_lm"][1][0]
+    assert rows["normformer_lm"][4:6] == ["2", f"{np.mean(hellaswag):.1f} ± {np.std(hellaswag, ddof=1):.1f}"]
+    averages = {name: [np.mean(seed) for seed in per_seed] for name, per_seed in accuracy.items()}
+    assert rows["normformer_lm"][-1] == interval_text(averages["normformer_lm"], averages["preln_lm"])
+    assert rows["preln_lm"][-1] == "–"
+
+
+def test_table1_trains_and_scores_every_seed(tmp_path):
+    argvs = dry_run("table1_zero_shot", tmp_path, "paper", tmp_path, SEEDS="2", SIZES="gpt3_small", DATA_BIN="/d",
+                    SPM_MODEL="/s.model", TASK_DIR="/tasks")  # fmt: skip
+    trains = [(last_value(a, "--save-dir"), last_value(a, "--seed")) for a in argvs if a[0].endswith("fairseq-train")]
+    scores = [(last_value(a, "--checkpoint"), last_value(a, "--output")) for a in argvs if a[1:2] == ["score"]]
+    archs = ("preln_lm_gpt3_small", "normformer_lm_gpt3_small")
+    assert trains == [(f"{tmp_path}/{arch}{d}", seed) for arch in archs for d, seed in (("", "1"), ("/seed2", "2"))]
+    assert scores == [(f"{save_dir}/checkpoint_last.pt", f"{tmp_path}/results{d}/{arch}.json")
+                      for (save_dir, _), (arch, d) in zip(trains, [(a, d) for a in archs for d in ("", "/seed2")])]  # fmt: skip
+    (table,) = [a for a in argvs if a[1:2] == ["table"]]
+    assert table[2:-2] == [output for _, output in scores]
+
+
+def test_lr_table_over_seeds(tmp_path):
+    last_good = {"Baseline": [120, 131, 118], "NormFormer": [250, 262, 251]}
+    layers = {"Baseline": [0, 0, 1], "NormFormer": [3, 3, 3]}
+    runs = []
+    for label, updates in last_good.items():
+        for seed, (update, layer) in enumerate(zip(updates, layers[label]), 1):
+            run_dir = seed_path(tmp_path / label, seed, "")
+            run_dir.mkdir(exist_ok=True)
+            overflow = {"update": update + 1, "layer": layer, "operation": "fc1", "max_abs": 7e4}
+            result = {"outcome": "diverged", "reason": "activation overflow", "peak_lr": 2.0, "warmup_updates": 1000,
+                      "last_good_update": update, "lr_reached": 2.0 * update / 1000, "first_overflow": overflow,
+                      "log": str(run_dir / "train.log")}  # fmt: skip
+            (run_dir / "result.json").write_text(json.dumps(result))
+            runs.append(f"--run={label}={run_dir}")
+    analyze(["lr-table", *runs, "--out", str(tmp_path / "t3.md")])
+    rows = table_rows(tmp_path / "t3.md")
+    nf = last_good["NormFormer"]
+    assert rows["NormFormer"][1:5] == ["2", "3", "diverged", f"{np.mean(nf):.4g} ± {np.std(nf, ddof=1):.4g}"]
+    assert rows["Baseline"][6:8] == ["0, 0, 1", "fc1"] and rows["NormFormer"][6] == "3"  # per seed when they differ
+    assert rows["NormFormer"][10] == interval_text(nf, last_good["Baseline"])
