@@ -58,11 +58,12 @@ def plot_grad_norms(runs: Dict[str, List[List[dict]]], path, local: str = "fc2.w
     return _save(fig, path)
 
 
-def plot_grad_ratios(ratios: Dict[str, Dict[int, float]], path, title: str) -> Path:
-    """Fig. 5: candidate/baseline gradient ratio per parameter (one line each) against layer."""
+def plot_grad_ratios(per_seed: List[Dict[str, Dict[int, float]]], path, title: str) -> Path:
+    """Fig. 5: candidate/baseline gradient ratio per parameter (one line each) against layer, the mean over
+    the seeds' ratios ({name inside the layer: {layer: ratio}} each) with a band of ± one standard deviation."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for local, by_layer in ratios.items():
-        ax.plot(list(by_layer), list(by_layer.values()), marker="o", label=local)
+    for local in per_seed[0]:
+        plot_band(ax, *mean_over_seeds([seed.get(local, {}) for seed in per_seed]), local)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set(title=title, xlabel="layer", ylabel="mean |grad| ratio", yscale="log")
     ax.legend(fontsize=7, ncol=2)

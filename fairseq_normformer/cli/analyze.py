@@ -103,16 +103,24 @@ def grad_curves(args):
 
 
 def grad_ratio(args):
-    (base_label, base_path), (label, path) = args.baseline, args.run
-    ratios = grad_ratios(read_grad_norms(path), read_grad_norms(base_path), *args.window)
-    ratios = {local: by_layer for local, by_layer in ratios.items() if local.endswith(args.tensor)}
-    if not ratios:
+    if len(args.baseline) != len(args.run):
+        raise ValueError(f"runs are paired by seed: {len(args.baseline)} --baseline and {len(args.run)} --run files")
+    per_seed = []
+    for (_, base_path), (_, path) in zip(args.baseline, args.run):
+        ratios = grad_ratios(read_grad_norms(path), read_grad_norms(base_path), *args.window)
+        per_seed.append({local: by_layer for local, by_layer in ratios.items() if local.endswith(args.tensor)})
+    if not per_seed[0]:
         raise ValueError(f"no parameter ending in {args.tensor!r} is in both runs' layers")
+    (base_label, _), (label, _), seeds = args.baseline[0], args.run[0], len(per_seed)
     title = f"{label} / {base_label}, mean |grad| over updates {args.window[0]}-{args.window[1]}"
+    title += f", mean ± std over {seeds} seeds" if seeds > 1 else ""
     out = Path(args.out_dir)
-    print(plot_grad_ratios(ratios, out / "fig5_grad_ratio.png", title))
-    layers = sorted({layer for by_layer in ratios.values() for layer in by_layer})
-    rows = [[local] + [by_layer.get(layer) for layer in layers] for local, by_layer in ratios.items()]
+    print(plot_grad_ratios(per_seed, out / "fig5_grad_ratio.png", title))
+    layers = sorted({layer for by_layer in per_seed[0].values() for layer in by_layer})
+    rows = []
+    for local in per_seed[0]:
+        by_layer = [[seed.get(local, {}).get(layer) for seed in per_seed] for layer in layers]
+        rows.append([local] + [None if None in values else mean_std_cell(values) for values in by_layer])
     table = markdown_table(["Parameter"] + [f"layer {layer}" for layer in layers], rows)
     print(_write(out / "fig5_grad_ratio.md", f"{title}\n\n{table}"))
 
@@ -253,8 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=grad_curves)
 
     p = commands.add_parser("grad-ratio", help="Fig. 5: run/baseline mean |grad| per parameter and layer")
-    p.add_argument("--baseline", type=labelled, required=True, help="LABEL=grad-norm file")
-    p.add_argument("--run", type=labelled, required=True, help="LABEL=grad-norm file")
+    p.add_argument("--baseline", type=labelled, action="append", required=True,
+                   help="LABEL=grad-norm file (repeat: one per seed)")  # fmt: skip
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=grad-norm file, paired with --baseline by position")  # fmt: skip
     p.add_argument("--window", type=update_window, required=True, help="START:END updates to average over")
     p.add_argument("--tensor", default="weight", help="only parameters whose name ends so (default: weight)")
     p.add_argument("--out-dir", required=True)

@@ -250,12 +250,19 @@ def test_grad_curves_band_over_seeds(tmp_path):
     for label in ("Baseline", "NormFormer"):
         for seed in (1, 2):
             path = seed_path(tmp_path / label, seed, "grad_norms.jsonl")
-            norms = lambda u: {f"layers.{k}.fc2.weight": 0.1 * seed * (k + 1) / u for k in (0, 1)}  # noqa: E731
+            factor = (lambda k: 1.0) if label == "Baseline" else (lambda k: 1 + 0.1 * seed * k)  # noqa: E731
+            norms = lambda u: {f"layers.{k}.fc2.weight": 0.1 * seed * (k + 1) / u * factor(k) for k in (0, 1)}  # noqa: E731
             records = [{"update": u, "grad_l1": norms(u)} for u in (1, 2, 3)]
             path.write_text("".join(json.dumps(r) + "\n" for r in records))
             runs.append(f"--run={label}={path}")
     analyze(["grad-curves", *runs, "--out-dir", str(tmp_path / "fig")])
     assert (tmp_path / "fig" / "fig3_grad_norms.png").read_bytes()[:4] == b"\x89PNG"
+    # Fig. 5 over the seeds: NormFormer's seed k over the baseline's seed k, in layer k 1 + 0.1 k * seed
+    pairs = [a for b, n in zip(runs[:2], runs[2:]) for a in ("--baseline", b[6:], "--run", n[6:])]
+    analyze(["grad-ratio", *pairs, "--window", "1:3", "--out-dir", str(tmp_path / "fig")])
+    table = (tmp_path / "fig" / "fig5_grad_ratio.md").read_text()
+    assert "mean ± std over 2 seeds" in table
+    assert f"| fc2.weight | 1 ± 0 | 1.15 ± {np.std([1.1, 1.2], ddof=1):.4g} |" in table
 
 
 def test_metric_table_over_seeds(tmp_path):
