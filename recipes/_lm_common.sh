@@ -116,6 +116,13 @@ train() {
   if ((${#PIDS[@]} >= JOBS)); then wait_runs; fi
 }
 
+# train_seeds RUN_DIR FAIRSEQ_TRAIN_ARGS...: train once per seed (SEEDS), --seed K into seed_dir RUN_DIR K
+train_seeds() {
+  local dir="$1" seed
+  shift
+  for seed in $(seq "$SEEDS"); do train "$(seed_dir "$dir" "$seed")" "$@" --seed "$seed"; done
+}
+
 wait_runs() {  # wait for the background runs; fail if one failed
   local pid status=0
   for pid in "${PIDS[@]}"; do wait "$pid" || status=1; done
@@ -127,15 +134,15 @@ analyze() { run "$BIN/normformer-analyze" "$@"; }
 
 # --- the baseline / NormFormer pair of Figures 2-5 -------------------------------------------------
 # pair_runs: a Pre-LN baseline and a NormFormer (125M at paper scale, each at the authors' best LR,
-# normformer-paper-settings --table figs), with validation, checkpoints and the gradient norms recorded.
-# Shared by the figure recipes through PAIR (default work/recipes/lm-pair-SCALE).
+# normformer-paper-settings --table figs), with validation, checkpoints and the gradient norms recorded,
+# once per seed (SEEDS, seed_dir). Shared by the figure recipes through PAIR (default work/recipes/lm-pair-SCALE).
 pair_runs() {
   PAIR="${PAIR:-$REPO/work/recipes/lm-pair-$SCALE}"
   local data
   data="$(data_dir)"
   recipe_settings figs
   local base_lr="${BASE_LR:-${PAPER_LRS[125M/baseline]}}" nf_lr="${NF_LR:-${PAPER_LRS[125M/normformer]}}"
-  local interval="${GRAD_NORM_INTERVAL:-100}" base nf common
+  local interval="${GRAD_NORM_INTERVAL:-100}" base nf common seed dir
   if [ "$SCALE" = paper ]; then
     paper_args 125M baseline && base=("${ARGS[@]}")
     paper_args 125M normformer && nf=("${ARGS[@]}")
@@ -146,9 +153,13 @@ pair_runs() {
     base=("${TINY_MODEL[@]}") nf=("${TINY_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
     common=("$data" "${TRAIN[@]}")
   fi
-  train "$PAIR/baseline" "${common[@]}" "${base[@]}" --lr "$base_lr" \
-    --grad-norm-interval "$interval" --grad-norm-file "$PAIR/baseline/grad_norms.jsonl"
-  train "$PAIR/normformer" "${common[@]}" "${nf[@]}" --lr "$nf_lr" \
-    --grad-norm-interval "$interval" --grad-norm-file "$PAIR/normformer/grad_norms.jsonl"
+  for seed in $(seq "$SEEDS"); do
+    dir="$(seed_dir "$PAIR/baseline" "$seed")"
+    train "$dir" "${common[@]}" "${base[@]}" --lr "$base_lr" \
+      --grad-norm-interval "$interval" --grad-norm-file "$dir/grad_norms.jsonl" --seed "$seed"
+    dir="$(seed_dir "$PAIR/normformer" "$seed")"
+    train "$dir" "${common[@]}" "${nf[@]}" --lr "$nf_lr" \
+      --grad-norm-interval "$interval" --grad-norm-file "$dir/grad_norms.jsonl" --seed "$seed"
+  done
   wait_runs
 }

@@ -4,8 +4,24 @@
 #   RUN_DIR/done      written once a run's command succeeded; a run that has it is reused, never redone
 #   OUT/commands.sh   every command, appended (paths relative to the repository root)
 #   DRY_RUN=1         a command is logged and printed (shell-quoted, one line, on stdout), not run
+#   SEEDS=N           each run of a comparing recipe is trained N times (--seed 1..N); seed 1 in RUN_DIR, seed K > 1
+#                     in RUN_DIR/seedK (seed_dir), so a finished single-seed run is seed 1 of a study with more
 DRY_RUN="${DRY_RUN:-0}"
 DONE_MARKER=done
+SEEDS="${SEEDS:-1}"
+if ! [[ "$SEEDS" =~ ^[1-9][0-9]*$ ]]; then
+  echo "SEEDS must be a positive number of seeds, got '$SEEDS'" >&2
+  exit 2
+fi
+
+seed_dir() { if [ "$2" = 1 ]; then echo "$1"; else echo "$1/seed$2"; fi; }  # seed_dir RUN_DIR K
+
+# seed_runs LABEL RUN_DIR [FILE]: into the array TABLE_RUNS, --run LABEL=<seed K's RUN_DIR>[/FILE] for every
+# seed (normformer-analyze reads a label given again as the same model's next seed)
+seed_runs() {
+  local seed
+  for seed in $(seq "$SEEDS"); do TABLE_RUNS+=(--run "$1=$(seed_dir "$2" "$seed")${3:+/$3}"); done
+}
 
 run() {
   local line

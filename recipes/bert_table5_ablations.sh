@@ -16,7 +16,9 @@
 # the corpus's SentencePiece model, BERT's fine-tuning LRs; tokens per sample 512. Tiny: the SameDoc
 # task built from the corpus (recipes/sentence_prediction_data.py same-document), LRS "3e-4 1e-3",
 # FT_UPDATES (default 250) updates of batch 16, 128 tokens. UPDATES sets the pre-training budget, ROWS a
-# subset of the rows (default: mlm_nsp no_nsp ltr).
+# subset of the rows (default: mlm_nsp no_nsp ltr). SEEDS=N: each row pre-trained N times (--seed K), seed K
+# fine-tuned from seed K's checkpoint with --seed K, in the row's seed directory (OUT_DIR/ROW/seedK/{pretrain,
+# finetune} for K > 1); the table gives mean ± std and each row's difference to the first, paired by seed.
 # Writes OUT_DIR/table5_bert.md.
 source "$(dirname "$0")/_bert_common.sh"
 bert_data
@@ -28,7 +30,7 @@ else
   UPDATES="${UPDATES:-300}" TOKENS="$BERT_PHASE1_TOKENS" TASKS=SameDoc LRS="${LRS:-3e-4 1e-3}"
   GLUE_DIR="$OUT/glue" SPM_MODEL="$BERT_CORPUS/spm.model"
   FT_UPDATES="${FT_UPDATES:-250}"
-  FT_FLAGS=(TOTAL_UPDATES="$FT_UPDATES" WARMUP_UPDATES=$((FT_UPDATES / 10)) FP16_FLAGS= EXTRA_FLAGS="--cpu --num-workers 0")
+  FT_FLAGS=(TOTAL_UPDATES="$FT_UPDATES" WARMUP_UPDATES=$((FT_UPDATES / 10)) FP16_FLAGS=) FT_EXTRA_FLAGS="--cpu --num-workers 0"
   [ -d "$GLUE_DIR/SameDoc" ] || run "$PY" "$REPO/recipes/sentence_prediction_data.py" same-document "$BERT_CORPUS/raw" \
     --out "$GLUE_DIR/SameDoc"
 fi
@@ -44,24 +46,32 @@ declare -A FINETUNE_MODEL=(  # --arch and model flags of fine-tuning
   [mlm_nsp]="$BERT_ARCH ${BERT_MODEL[*]:2}" [no_nsp]="$BERT_ARCH ${BERT_MODEL[*]:2}"
   [ltr]="normformer_lm_classifier ${LTR_MODEL[*]:2}"  # positions: --max-positions (normformer_lm_classifier)
 )
-for row in $ROWS; do
-  # shellcheck disable=SC2086  # a list of flags without spaces inside (paths included)
-  train "$OUT/$row/pretrain" ${PRETRAIN_RUN[$row]} "${PRETRAIN[@]}"
+for seed in $(seq "$SEEDS"); do
+  for row in $ROWS; do
+    # shellcheck disable=SC2086  # a list of flags without spaces inside (paths included)
+    train "$(seed_dir "$OUT/$row" "$seed")/pretrain" ${PRETRAIN_RUN[$row]} "${PRETRAIN[@]}" --seed "$seed"
+  done
 done
 wait_runs
 
-finetune() {  # finetune ROW: recipes/table2_glue.sh from ROW's pre-trained checkpoint
-  local model
+finetune() {  # finetune ROW SEED: recipes/table2_glue.sh from the checkpoint of ROW's seed SEED, with --seed SEED
+  local model dir
   read -r -a model <<<"${FINETUNE_MODEL[$1]}"
-  env "${FT_FLAGS[@]}" PY="$PY" DRY_RUN="$DRY_RUN" CHECKPOINT="$OUT/$1/pretrain/checkpoints/checkpoint_last.pt" \
+  dir="$(seed_dir "$OUT/$1" "$2")"
+  env "${FT_FLAGS[@]}" PY="$PY" DRY_RUN="$DRY_RUN" CHECKPOINT="$dir/pretrain/checkpoints/checkpoint_last.pt" \
     ARCH="${model[0]}" MODEL_FLAGS="${model[*]:1}" DATA_BIN="$BERT_DATA" SPM_MODEL="$SPM_MODEL" GLUE_DIR="$GLUE_DIR" \
-    OUT="$OUT" RUNS="$OUT/$1/finetune" TASKS="$TASKS" LRS="$LRS" MAX_POSITIONS="$TOKENS" \
-    bash "$REPO/recipes/table2_glue.sh" >&2
+    OUT="$OUT" RUNS="$dir/finetune" TASKS="$TASKS" LRS="$LRS" MAX_POSITIONS="$TOKENS" SEEDS=1 \
+    EXTRA_FLAGS="${EXTRA_FLAGS:-} ${FT_EXTRA_FLAGS:-} --seed $2" bash "$REPO/recipes/table2_glue.sh" >&2
 }
-# the first row alone (it binarizes the task data into OUT/data), then the others in parallel
+# the first row's seed 1 alone (it binarizes the task data into OUT/data), then the others in parallel
 read -r -a rows <<<"$ROWS"
-finetune "${rows[0]}"
-for row in "${rows[@]:1}"; do finetune "$row" & PIDS+=($!); done
+for seed in $(seq "$SEEDS"); do
+  for row in "${rows[@]}"; do
+    if [ "$seed$row" = "1${rows[0]}" ]; then finetune "$row" "$seed"; continue; fi
+    finetune "$row" "$seed" & PIDS+=($!)
+    if ((${#PIDS[@]} >= JOBS)); then wait_runs; fi
+  done
+done
 wait_runs
 TABLE_ROWS=()
 for row in $ROWS; do TABLE_ROWS+=("$row=${LABELS[$row]}"); done

@@ -5,13 +5,17 @@
         recipes/bert_length_schedule.sh: OUT/{phase1,phase2}/train.log and OUT/eval/PHASE-TOKENS/valid.log
     bert_tables.py ablations OUT --rows NAME=LABEL ... [--tasks SameDoc ...] [--out FILE]
         recipes/bert_table5_ablations.sh: OUT/NAME/pretrain/train.log and the fine-tuning runs
-        OUT/NAME/finetune/TASK/lrLR/train.log (glue_table.py's layout and reading)
+        OUT/NAME/finetune/TASK/lrLR/train.log (glue_table.py's layout and reading); with seeds, seed K > 1
+        of a row in OUT/NAME/seedK/ (mean ± std over the seeds, differences to the first row paired by seed)
 """
 import argparse
 import importlib.util
+import statistics
 from pathlib import Path
 
+from fairseq_normformer.analysis.report import difference_column, mean_std_cell
 from fairseq_normformer.analysis.training_log import read_training_log
+from fairseq_normformer.runs.run_dir import seed_dirs
 
 VALID_COLUMNS = ("mlm_loss", "mlm_accuracy", "nsp_accuracy")
 
@@ -44,24 +48,41 @@ def load_glue_table():
     return module
 
 
-def best_over_lrs(glue_table, runs: Path, metric: str) -> str:
-    """The best dev score over RUNS/lrLR/train.log and its LR (picked on dev, as glue_table.py)."""
-    scores = {run.name[2:]: glue_table.best_dev(run / "train.log", metric) for run in sorted(runs.glob("lr*"))}
-    done = {lr: s for lr, s in scores.items() if s is not None}
-    best = max(done, key=done.get) if done else None
-    return f"{done[best]:.2f} ({best})" if best else "-"
+def best_over_lrs(glue_table, finetune_dirs: list, metric: str):
+    """(the best LR by mean dev score over the seeds, each seed's score at it) of the seeds' fine-tuning
+    runs FINETUNE_DIR/lrLR (glue_table.py's reading); (None, None) before every seed has a score."""
+    per_seed = [glue_table.best_lr(runs, metric)[0] for runs in finetune_dirs]
+    scores = {lr: [x for seed in per_seed for x in seed[lr]] for lr in per_seed[0]
+              if all(seed.get(lr) for seed in per_seed)}  # fmt: skip
+    if not scores:
+        return None, None
+    best = max(scores, key=lambda lr: statistics.fmean(scores[lr]))
+    return best, scores[best]
 
 
 def ablations(out: Path, rows: list, tasks: list) -> str:
     """One row per pre-training variant: its final pre-training validation loss (of its own objective)
-    and, per task, the best dev score of fine-tuning over the learning rates."""
+    and, per task, the best dev score of fine-tuning over the learning rates, with its difference to the
+    first row (95% interval, paired by seed)."""
     glue_table = load_glue_table()
     metrics = {task: glue_table.TASK_METRIC.get(task, "accuracy") for task in tasks}
-    table = [["pre-training", "params", "updates", "valid loss"] + [f"{t} dev {m} (best lr)" for t, m in metrics.items()]]
+    seeds = {name: seed_dirs(out / name) for name, _ in rows}
+    header = ["pre-training", "params", "seeds", "updates", "valid loss"]
+    columns = []
+    for task, metric in metrics.items():
+        best = {name: best_over_lrs(glue_table, [d / "finetune" / task for d in seeds[name]], metric) for name, _ in rows}
+        done = {name: scores for name, (_, scores) in best.items() if scores}
+        delta = dict(zip(done, difference_column(done))) if rows[0][0] in done else {}
+        header += [f"{task} dev {metric} (best lr)", f"{task} Δ vs first row (95% CI)"]
+        columns.append({name: [f"{mean_std_cell(scores)} ({lr})" if scores else "-", delta.get(name) or "-"]
+                        for name, (lr, scores) in best.items()})  # fmt: skip
+    table = [header]
     for name, label in rows:
-        pretrain = read_training_log(out / name / "pretrain" / "train.log")
-        cells = [label, f"{pretrain.num_params:,}", pretrain.last_update(), pretrain.final_valid().get("loss", "-")]
-        table.append(cells + [best_over_lrs(glue_table, out / name / "finetune" / t, m) for t, m in metrics.items()])
+        pretrain = [read_training_log(d / "pretrain" / "train.log") for d in seeds[name]]
+        losses = [log.final_valid().get("loss") for log in pretrain]
+        cells = [label, f"{pretrain[0].num_params:,}", len(pretrain), pretrain[0].last_update(),
+                 "-" if None in losses else mean_std_cell(losses)]  # fmt: skip
+        table.append(cells + [cell for column in columns for cell in column[name]])
     return markdown(table)
 
 

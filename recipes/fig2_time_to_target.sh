@@ -6,8 +6,12 @@
 #   recipes/fig2_time_to_target.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
 # Writes OUT_DIR/fig2_time_to_target.{png,md,json} and OUT_DIR/commands.sh. The two runs are
-# shared with Figures 3-5 (work/recipes/lm-pair-SCALE, or PAIR=...).
+# shared with Figures 3-5 (work/recipes/lm-pair-SCALE, or PAIR=...). SEEDS=N: N pairs (seed K's baseline
+# against seed K's NormFormer), the fraction of updates as mean ± std and a 95% interval over the seeds.
 source "$(dirname "$0")/_lm_common.sh"
 pair_runs
-analyze time-to-target --baseline "$PAIR/baseline/train.log" --candidate "$PAIR/normformer/train.log" \
-  --out-dir "$OUT"
+PAIRS=()
+for seed in $(seq "$SEEDS"); do
+  PAIRS+=(--baseline "$(seed_dir "$PAIR/baseline" "$seed")/train.log" --candidate "$(seed_dir "$PAIR/normformer" "$seed")/train.log")
+done
+analyze time-to-target "${PAIRS[@]}" --out-dir "$OUT"

@@ -4,9 +4,12 @@
 #
 #   recipes/fig3_grad_norms.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
-# EARLY=N plots updates 1..N (paper scale default 10000, tiny 200). Writes OUT_DIR/fig3_grad_norms.png.
+# EARLY=N plots updates 1..N (paper scale default 10000, tiny 200). SEEDS=N: the mean over the seeds with a
+# band of ± one standard deviation. Writes OUT_DIR/fig3_grad_norms.png.
 source "$(dirname "$0")/_lm_common.sh"
 pair_runs
 EARLY="${EARLY:-$([ "$SCALE" = paper ] && echo 10000 || echo 200)}"
-analyze grad-curves --run "Baseline=$PAIR/baseline/grad_norms.jsonl" --run "NormFormer=$PAIR/normformer/grad_norms.jsonl" \
-  --param fc2.weight --updates "1:$EARLY" --out-dir "$OUT"
+TABLE_RUNS=()
+seed_runs Baseline "$PAIR/baseline" grad_norms.jsonl
+seed_runs NormFormer "$PAIR/normformer" grad_norms.jsonl
+analyze grad-curves "${TABLE_RUNS[@]}" --param fc2.weight --updates "1:$EARLY" --out-dir "$OUT"

@@ -4,9 +4,14 @@
 #
 #   recipes/fig5_grad_ratio.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
-# WINDOW=START:END (paper scale default 1:10000, tiny 1:200). Writes OUT_DIR/fig5_grad_ratio.{png,md}.
+# WINDOW=START:END (paper scale default 1:10000, tiny 1:200). SEEDS=N: each seed's ratios (seed K's NormFormer
+# over seed K's baseline), their mean ± std. Writes OUT_DIR/fig5_grad_ratio.{png,md}.
 source "$(dirname "$0")/_lm_common.sh"
 pair_runs
 WINDOW="${WINDOW:-$([ "$SCALE" = paper ] && echo 1:10000 || echo 1:200)}"
-analyze grad-ratio --baseline "Baseline=$PAIR/baseline/grad_norms.jsonl" \
-  --run "NormFormer=$PAIR/normformer/grad_norms.jsonl" --window "$WINDOW" --out-dir "$OUT"
+PAIRS=()
+for seed in $(seq "$SEEDS"); do
+  PAIRS+=(--baseline "Baseline=$(seed_dir "$PAIR/baseline" "$seed")/grad_norms.jsonl"
+    --run "NormFormer=$(seed_dir "$PAIR/normformer" "$seed")/grad_norms.jsonl")
+done
+analyze grad-ratio "${PAIRS[@]}" --window "$WINDOW" --out-dir "$OUT"

@@ -7,7 +7,9 @@
 #
 #   recipes/finetune_tiny.sh [WORKDIR]          (default: work/finetune_tiny)
 #
-# Prints (and writes to WORKDIR/results.md) one row per task: the final validation metric of both.
+# Prints (and writes to WORKDIR/results.md) one table per task (normformer-analyze metric-table): the final
+# validation metrics of both and their difference. SEEDS=N fine-tunes both N times (--seed K, WORKDIR/TASK/INIT/seedK
+# for K > 1; one pre-training): mean ± std, the difference as a 95% interval paired by seed (docs/analysis.md).
 # Each run keeps WORKDIR/TASK/{pretrained,scratch}/checkpoint_best.pt (and _last), which normformer-predict reads.
 # Settings through the environment: MAX_CHARS, VOCAB_SIZE (corpus), TASK_CHARS (each task's data),
 # SIZE_FLAGS, PRETRAIN_UPDATES, PRETRAIN_LR, FINETUNE_UPDATES (default per task: qa 200, ner 1500,
@@ -75,8 +77,9 @@ task_flags() {  # TASK: its updates, data directory and fairseq flags
   esac
 }
 
-finetune() {  # TASK INIT (pretrained|scratch)
-  local run=$WORK/$1/$2 updates flags init=()
+finetune() {  # TASK INIT (pretrained|scratch) SEED
+  local run updates flags init=()
+  run=$(seed_dir "$WORK/$1/$2" "$3")
   read -r updates flags <<<"$(task_flags "$1")"
   read -ra flags <<<"$flags"
   if [ "$2" = pretrained ]; then
@@ -85,33 +88,30 @@ finetune() {  # TASK INIT (pretrained|scratch)
   run_in "$run" "$run/train.log" "$BIN/fairseq-train" "${flags[@]}" "${COMMON[@]}" "${SIZE[@]}" "${init[@]}" \
     --max-positions "$TOKENS" --lr "$FINETUNE_LR" --batch-size 16 --warmup-updates $((updates / 10)) \
     --total-num-update "$updates" --max-update "$updates" --save-dir "$run" --no-epoch-checkpoints \
-    --validate-interval-updates $((updates / 3))
+    --validate-interval-updates $((updates / 3)) --seed "$3"
 }
 
 for TASK in $TASKS; do
-  pids=()
-  for INIT in pretrained scratch; do
-    finetune "$TASK" "$INIT" &
-    pids+=($!)
+  for SEED in $(seq "$SEEDS"); do
+    pids=()
+    for INIT in pretrained scratch; do
+      finetune "$TASK" "$INIT" "$SEED" &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid"; done
   done
-  for pid in "${pids[@]}"; do wait "$pid"; done
+done
+
+declare -A METRICS=([qa]="f1 em" [ner]="f1 accuracy" [swag]="accuracy")
+declare -A NAMES=([qa]="extractive QA (SQuAD v1.1 format)" [ner]="NER (CoNLL tags)" [swag]="SWAG (sentence_ranking)")
+for TASK in $TASKS; do
+  TABLE_RUNS=()
+  seed_runs pre-trained "$WORK/$TASK/pretrained" train.log
+  seed_runs "from scratch" "$WORK/$TASK/scratch" train.log
+  for metric in ${METRICS[$TASK]}; do TABLE_RUNS+=(--metric "$metric"); done
+  run "$PY" -m fairseq_normformer.cli.analyze metric-table "${TABLE_RUNS[@]}" --title "${NAMES[$TASK]}" \
+    --out "$WORK/$TASK/results.md"
 done
 [ "$DRY_RUN" = 1 ] && exit 0
+for TASK in $TASKS; do cat "$WORK/$TASK/results.md"; echo; done | tee "$WORK/results.md"
 
-"$PY" - "$WORK" $TASKS <<'EOF' | tee "$WORK/results.md"
-import sys
-from pathlib import Path
-
-from fairseq_normformer.analysis.training_log import read_training_log
-
-work, tasks = Path(sys.argv[1]), sys.argv[2:]
-METRICS = {"qa": ("f1", "em"), "ner": ("f1", "accuracy"), "swag": ("accuracy",)}
-NAMES = {"qa": "extractive QA (SQuAD v1.1 format)", "ner": "NER (CoNLL tags)", "swag": "SWAG (sentence_ranking)"}
-print("| task | valid metric | pre-trained | from scratch | updates |")
-print("|---|---|---|---|---|")
-for task in tasks:
-    final = {init: read_training_log(work / task / init / "train.log").final_valid() for init in ("pretrained", "scratch")}
-    for metric in METRICS[task]:
-        print(f"| {NAMES[task]} | {metric} | {final['pretrained'][metric]} | {final['scratch'][metric]} "
-              f"| {final['pretrained']['num_updates']} |")
-EOF

@@ -4,14 +4,19 @@ score over epochs for each learning rate, and the best over learning rates (pick
 
     glue_table.py RUNS_DIR [--tasks CoLA MNLI ...]
 
-RUNS_DIR/TASK/lrLR/train.log are fairseq-train logs (--log-format simple). Metrics are the ones
-fairseq's sentence_prediction criterion logs: accuracy, mcc (CoLA), pearson (STS-B).
+RUNS_DIR/TASK/lrLR/train.log are fairseq-train logs (--log-format simple), and RUNS_DIR/TASK/lrLR/seedK/train.log
+those of seed K > 1 (SEEDS=N): a score is then the mean ± std over the seeds, and the best learning rate
+the one of the best mean. Metrics are the ones fairseq's sentence_prediction criterion logs: accuracy,
+mcc (CoLA), pearson (STS-B).
 """
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
+from fairseq_normformer.analysis.report import mean_std_cell
 from fairseq_normformer.analysis.training_log import read_training_log
+from fairseq_normformer.runs.run_dir import seed_dirs
 
 TASK_METRIC = {"CoLA": "mcc", "STS-B": "pearson"}  # others: accuracy
 
@@ -25,24 +30,34 @@ def best_dev(log: Path, metric: str):
     return max(values) if values else None
 
 
+def seed_scores(run: Path, metric: str):
+    """The best dev score of each seed of one run (RUN/train.log, then RUN/seedK/train.log in seed
+    order), or None while a seed has none."""
+    logs = [seed / "train.log" for seed in seed_dirs(run)]
+    scores = [best_dev(log, metric) if log.exists() else None for log in logs]
+    return None if None in scores else scores
+
+
+def best_lr(runs: Path, metric: str):
+    """(each LR's per-seed scores, the LR of the best mean score or None) of RUNS/lrLR."""
+    scores = {run.name[2:]: seed_scores(run, metric) for run in sorted(runs.glob("lr*"))}
+    done = {lr: statistics.fmean(s) for lr, s in scores.items() if s is not None}
+    return scores, max(done, key=done.get) if done else None
+
+
 def table(runs: Path, tasks) -> str:
     lrs = sorted({p.name[2:] for t in tasks for p in (runs / t).glob("lr*")}, key=float)
     header = ["task", "metric"] + [f"lr {lr}" for lr in lrs] + ["best lr", "dev"]
     rows, best_scores = [header, ["---"] * len(header)], []
     for task in tasks:
         metric = TASK_METRIC.get(task, "accuracy")
-        scores = {}
-        for lr in lrs:
-            log = runs / task / f"lr{lr}" / "train.log"
-            scores[lr] = best_dev(log, metric) if log.exists() else None
-        done = {lr: s for lr, s in scores.items() if s is not None}
-        best_lr = max(done, key=done.get) if done else None
-        if best_lr:
-            best_scores.append(done[best_lr])
-        cells = [f"{scores[lr]:.2f}" if scores[lr] is not None else "-" for lr in lrs]
-        rows.append([task, metric] + cells + [best_lr or "-", f"{done[best_lr]:.2f}" if best_lr else "-"])
+        scores, best = best_lr(runs / task, metric)
+        if best:
+            best_scores.append(statistics.fmean(scores[best]))
+        cells = [mean_std_cell(scores[lr]) if scores.get(lr) else "-" for lr in lrs]
+        rows.append([task, metric] + cells + [best or "-", mean_std_cell(scores[best]) if best else "-"])
     if len(best_scores) == len(tasks) and len(tasks) > 1:
-        rows.append(["Avg", ""] + [""] * len(lrs) + ["", f"{sum(best_scores) / len(best_scores):.2f}"])
+        rows.append(["Avg", ""] + [""] * len(lrs) + ["", f"{statistics.fmean(best_scores):.4g}"])
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
 

@@ -18,6 +18,9 @@
 # your pre-training data; TASK_DIR holds hellaswag.jsonl, piqa.jsonl with piqa-labels.lst,
 # winogrande.jsonl, storycloze.csv (or .jsonl) and openbookqa.jsonl (the dev sets, public formats).
 #
+# SEEDS=N trains and scores each model N times (--seed K; WORKDIR/ARCH/seedK and WORKDIR/results/seedK for K > 1):
+# the table gives mean ± std over the seeds and each model's average difference to the first model, a 95%
+# interval paired by seed (docs/analysis.md).
 # Environment: WORLD_SIZE (8), BATCH_SIZE (sequences per GPU; default the authors'), LAUNCHER (a prefix such as srun
 # options; empty: fairseq spawns one process per local GPU), FP16_FLAGS, EXTRA_FLAGS, DEVICE (cuda),
 # LR_<RUN> (e.g. LR_normformer_lm_gpt3_small=3e-3). Runs follow recipes/_run_dir.sh (docs/recipes.md):
@@ -77,8 +80,8 @@ case $SCALE in
   *) echo "unknown scale $SCALE (tiny or paper)" >&2; exit 2 ;;
 esac
 
-train() {  # RUN (tiny: an arch; paper: SIZE/MODEL) -> WORK/ARCH/checkpoint_last.pt
-  local key=$1 arch lr flags updates warmup
+train() {  # RUN (tiny: an arch; paper: SIZE/MODEL) SEED -> WORK/ARCH[/seedK]/checkpoint_last.pt
+  local key=$1 seed=$2 arch lr flags updates warmup dir
   if [ "$SCALE" = tiny ]; then
     arch=$key
     local lr_var=LR_$arch
@@ -93,29 +96,33 @@ train() {  # RUN (tiny: an arch; paper: SIZE/MODEL) -> WORK/ARCH/checkpoint_last
     flags="${PAPER_MODEL_ARGS[$key]} ${PAPER_BATCH_ARGS[$key]} ${PAPER_OPTIMIZER[*]@Q} ${PAPER_SCHEDULE_ARGS[$key]}
       $FP16_FLAGS --num-workers 2"
   fi
-  echo "[table1] $arch (lr $lr, $updates updates) -> $WORK/$arch/train.log" >&2
+  dir=$(seed_dir "$WORK/$arch" "$seed")
+  echo "[table1] $arch (lr $lr, $updates updates, seed $seed) -> $dir/train.log" >&2
   eval "flags=($flags)"
   # shellcheck disable=SC2086  # EXTRA_FLAGS and LAUNCHER are lists of words
-  run_in "$WORK/$arch" "$WORK/$arch/train.log" ${LAUNCHER:-} "$BIN/fairseq-train" "$DATA_BIN" \
+  run_in "$dir" "$dir/train.log" ${LAUNCHER:-} "$BIN/fairseq-train" "$DATA_BIN" \
     --user-dir "$REPO/fairseq_normformer" --task language_modeling --sample-break-mode none "${flags[@]}" \
-    --lr "$lr" --save-dir "$WORK/$arch" --no-epoch-checkpoints \
-    --disable-validation --save-interval-updates 1000 --keep-interval-updates 1 --seed 1 \
+    --lr "$lr" --save-dir "$dir" --no-epoch-checkpoints \
+    --disable-validation --save-interval-updates 1000 --keep-interval-updates 1 --seed "$seed" \
     --log-format simple --log-interval 25 $EXTRA_FLAGS
 }
 
-mkdir -p "$WORK/results"
 RESULTS=()
 for RUN in $RUNS; do
-  train "$RUN"
-  NAME=$RUN
-  [ "$SCALE" = tiny ] || NAME=${PAPER_ARCH[$RUN]}
-  TASK_ARGS=(--hellaswag "$TASK_DIR/hellaswag.jsonl" --piqa "$TASK_DIR/piqa.jsonl"
-             --winogrande "$TASK_DIR/winogrande.jsonl" --openbookqa "$TASK_DIR/openbookqa.jsonl")
-  STORYCLOZE=$TASK_DIR/storycloze.csv
-  [ -e "$TASK_DIR/storycloze.jsonl" ] && STORYCLOZE=$TASK_DIR/storycloze.jsonl
-  run "$BIN/normformer-zero-shot" score --checkpoint "$WORK/$NAME/checkpoint_last.pt" --spm-model "$SPM_MODEL" \
-    --data "$DATA_BIN" --name "$NAME" --device "$DEVICE" "${TASK_ARGS[@]}" --storycloze "$STORYCLOZE" \
-    --output "$WORK/results/$NAME.json"
-  RESULTS+=("$WORK/results/$NAME.json")
+  for SEED in $(seq "$SEEDS"); do
+    train "$RUN" "$SEED"
+    NAME=$RUN
+    [ "$SCALE" = tiny ] || NAME=${PAPER_ARCH[$RUN]}
+    TASK_ARGS=(--hellaswag "$TASK_DIR/hellaswag.jsonl" --piqa "$TASK_DIR/piqa.jsonl"
+               --winogrande "$TASK_DIR/winogrande.jsonl" --openbookqa "$TASK_DIR/openbookqa.jsonl")
+    STORYCLOZE=$TASK_DIR/storycloze.csv
+    [ -e "$TASK_DIR/storycloze.jsonl" ] && STORYCLOZE=$TASK_DIR/storycloze.jsonl
+    RESULT=$(seed_dir "$WORK/results" "$SEED")/$NAME.json
+    mkdir -p "$(dirname "$RESULT")"
+    run "$BIN/normformer-zero-shot" score --checkpoint "$(seed_dir "$WORK/$NAME" "$SEED")/checkpoint_last.pt" \
+      --spm-model "$SPM_MODEL" --data "$DATA_BIN" --name "$NAME" --device "$DEVICE" "${TASK_ARGS[@]}" \
+      --storycloze "$STORYCLOZE" --output "$RESULT"
+    RESULTS+=("$RESULT")
+  done
 done
 run "$BIN/normformer-zero-shot" table "${RESULTS[@]}" --output "$WORK/table1.md"

@@ -22,6 +22,8 @@
 # --tokens-per-sample, which sized the position table), and for smoke runs
 # BATCH_SIZE, TOTAL_UPDATES, WARMUP_UPDATES, which replace every task's values. RUNS (default OUT/runs)
 # holds the runs, so that several checkpoints can share OUT's data (recipes/bert_table5_ablations.sh).
+# SEEDS=N fine-tunes every task and LR N times (--seed K in RUNS/TASK/lrLR, then .../lrLR/seedK; the
+# table: mean ± std over the seeds).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
@@ -80,14 +82,14 @@ for TASK in $TASKS; do
     run "$PY" "$HERE/sentence_prediction_data.py" glue "$TASK" "$GLUE_DIR/$TASK" \
       --spm-model "$SPM_MODEL" --dict "$DATA_BIN/dict.txt" --out "$DATA"
   fi
-  for LR in $LRS; do
-    RUN=$RUNS/$TASK/lr$LR
+  for RUN_SEED in $(seq "$SEEDS"); do for LR in $LRS; do
+    RUN=$(seed_dir "$RUNS/$TASK/lr$LR" "$RUN_SEED")
     if is_done "$RUN"; then
-      echo "[table2] $TASK lr=$LR: done before, skipped"
+      echo "[table2] $TASK lr=$LR seed $RUN_SEED: done before, skipped"
       continue
     fi
     [ -f "$RUN/train.log" ] && mv "$RUN/train.log" "$RUN/train.log.interrupted-$(date +%s)"
-    echo "[table2] $TASK lr=$LR -> $RUN/train.log"
+    echo "[table2] $TASK lr=$LR seed $RUN_SEED -> $RUN/train.log"
     # fairseq drops a last batch whose size is not a multiple of --required-batch-size-multiple
     # (default 8), in validation too: 1 scores every dev example.
     # shellcheck disable=SC2086  # MODEL_FLAGS, FP16_FLAGS and EXTRA_FLAGS are lists of flags
@@ -101,8 +103,8 @@ for TASK in $TASKS; do
       --batch-size "$BSZ" --required-batch-size-multiple 1 --max-epoch "$MAX_EPOCH" --max-update "$UPDATES" \
       --best-checkpoint-metric "$METRIC" --maximize-best-checkpoint-metric "${METRIC_FLAGS[@]}" \
       --find-unused-parameters --no-save --save-dir "$RUN" --log-format simple --log-interval 100 \
-      $FP16_FLAGS $EXTRA_FLAGS || exit 1
-  done
+      $FP16_FLAGS --seed "$RUN_SEED" $EXTRA_FLAGS || exit 1
+  done; done
 done
 # shellcheck disable=SC2086  # TASKS is a list
 run "$PY" "$HERE/glue_table.py" "$RUNS" --tasks $TASKS

@@ -9,7 +9,8 @@
 # Paper scale: 125M baseline and NormFormer in fp16 on GPUs (fairseq's loss scaler decides when the
 # run cannot recover); PEAK_LR and WARMUP default to `normformer-paper-settings --table 3` (this
 # package's choice, the paper's text does not give its schedule). Tiny: fp32 on CPU, stopping at the first
-# activation above 65504; PEAK_LR 2.0 over WARMUP 1000 updates. Writes OUT_DIR/table3.md.
+# activation above 65504; PEAK_LR 2.0 over WARMUP 1000 updates. SEEDS=N runs each model N times
+# (docs/recipes.md). Writes OUT_DIR/table3.md.
 source "$(dirname "$0")/_lm_common.sh"
 DATA_BIN="$(data_dir)"
 recipe_settings 3 125M
@@ -28,19 +29,25 @@ else
   BASE=("${TINY_MODEL[@]}") NF=("${TINY_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
 fi
 
-stability_run() {  # stability_run NAME MODEL_FLAGS...: reuses a finished run (the runner marks it done)
-  local dir="$OUT/$1"
-  shift
-  if is_done "$dir"; then log "$(basename "$dir"): finished before, reused"; return; fi
+stability_run() {  # stability_run NAME SEED MODEL_FLAGS...: reuses a finished run (the runner marks it done)
+  local name="$1" seed="$2" dir
+  dir="$(seed_dir "$OUT/$name" "$seed")"
+  shift 2
+  if is_done "$dir"; then log "$name seed $seed: finished before, reused"; return; fi
   analyze lr-stability "$DATA_BIN" --peak-lr "$PEAK_LR" --warmup-updates "$WARMUP" --out-dir "$dir" \
-    -- "${MODEL_ARGS[@]}" "$@"
+    -- "${MODEL_ARGS[@]}" "$@" --seed "$seed"
 }
-if [ "$DRY_RUN" = 1 ] || ((JOBS == 1)); then
-  stability_run baseline "${BASE[@]}"
-  stability_run normformer "${NF[@]}"
-else
-  stability_run baseline "${BASE[@]}" & PIDS+=($!)
-  stability_run normformer "${NF[@]}" & PIDS+=($!)
-  wait_runs
-fi
-analyze lr-table --run "Baseline=$OUT/baseline" --run "NormFormer=$OUT/normformer" --out "$OUT/table3.md"
+for seed in $(seq "$SEEDS"); do
+  if [ "$DRY_RUN" = 1 ] || ((JOBS == 1)); then
+    stability_run baseline "$seed" "${BASE[@]}"
+    stability_run normformer "$seed" "${NF[@]}"
+  else
+    stability_run baseline "$seed" "${BASE[@]}" & PIDS+=($!)
+    stability_run normformer "$seed" "${NF[@]}" & PIDS+=($!)
+    wait_runs
+  fi
+done
+TABLE_RUNS=()
+seed_runs Baseline "$OUT/baseline"
+seed_runs NormFormer "$OUT/normformer"
+analyze lr-table "${TABLE_RUNS[@]}" --out "$OUT/table3.md"

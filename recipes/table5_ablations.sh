@@ -7,7 +7,7 @@
 # of the three; with ResScale (λ_resid) added; with LN on q, k, v added ("+3 More LN"). Paper scale:
 # 125M (GPT-3 Small), the baseline and every NormFormer row at their LRs of
 # `normformer-paper-settings --table 5` (the authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3, UPDATES=300 each.
-# Writes OUT_DIR/table5.md.
+# SEEDS=N trains every row N times (docs/recipes.md). Writes OUT_DIR/table5.md.
 source "$(dirname "$0")/_lm_common.sh"
 small_baseline_common 5
 if [ "$SCALE" = paper ]; then
@@ -28,8 +28,8 @@ TABLE_RUNS=()
 for i in "${!ROWS[@]}"; do
   IFS="|" read -r label lr flags <<<"${ROWS[$i]}"
   # shellcheck disable=SC2086  # flags is a list of switches
-  train "$OUT/run$i" "${COMMON[@]}" --lr "$lr" $flags
-  TABLE_RUNS+=(--run "$label (lr $lr)=$OUT/run$i/train.log")
+  train_seeds "$OUT/run$i" "${COMMON[@]}" --lr "$lr" $flags
+  seed_runs "$label (lr $lr)" "$OUT/run$i" train.log
 done
 wait_runs
 analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 5, $SCALE scale: final validation perplexity" --out "$OUT/table5.md"

@@ -7,7 +7,7 @@
 # --table 6` (the authors' commands; their 2.7B NormFormer also used --activation-fn relu_squared, which
 # normformer_lm accepts; here both models of a size use GELU, so that each row compares the NormFormer
 # operations alone). SIZES="125M 355M" picks sizes. Tiny: 2x64, 4x96 and 6x128 (layers x width), 300
-# updates each at LR 3e-3. Writes OUT_DIR/table6.md.
+# updates each at LR 3e-3. SEEDS=N trains every model N times (docs/recipes.md). Writes OUT_DIR/table6.md.
 source "$(dirname "$0")/_lm_common.sh"
 DATA_BIN="$(data_dir)"
 declare -A TINY_SHAPE=([tiny_2x64]="2 64" [tiny_4x96]="4 96" [tiny_6x128]="6 128")
@@ -34,9 +34,10 @@ for size in $SIZES; do
     base=("$DATA_BIN" "${TRAIN[@]}" "${shape[@]}" --lr 3e-3)
     nf=("${base[@]}" --scale-attn --scale-fc --scale-heads)
   fi
-  train "$OUT/$size-baseline" "${base[@]}"
-  train "$OUT/$size-normformer" "${nf[@]}"
-  TABLE_RUNS+=(--run "$size baseline=$OUT/$size-baseline/train.log" --run "$size NormFormer=$OUT/$size-normformer/train.log")
+  train_seeds "$OUT/$size-baseline" "${base[@]}"
+  train_seeds "$OUT/$size-normformer" "${nf[@]}"
+  seed_runs "$size baseline" "$OUT/$size-baseline" train.log
+  seed_runs "$size NormFormer" "$OUT/$size-normformer" train.log
 done
 wait_runs
 analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 6, $SCALE scale: final validation perplexity by size" --out "$OUT/table6.md"

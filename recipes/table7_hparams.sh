@@ -7,7 +7,7 @@
 # Paper scale: 125M, the LRs of `normformer-paper-settings --table 7` (the authors' commands: baseline
 # "GPT-3 replicated" and "stronger high-lr baseline"; NormFormer with and without --scale-resids).
 # LRS="..." overrides the LR grid for both models. Tiny: LRs 1e-3 3e-3 1e-2, 300 updates each.
-# Writes OUT_DIR/table7.md.
+# SEEDS=N trains every run N times (docs/recipes.md). Writes OUT_DIR/table7.md.
 source "$(dirname "$0")/_lm_common.sh"
 small_baseline_common 7
 if [ "$SCALE" = paper ]; then
@@ -18,16 +18,16 @@ fi
 NORMFORMER=(--scale-attn --scale-fc --scale-heads)
 TABLE_RUNS=()
 for lr in $BASE_LRS; do
-  train "$OUT/baseline-lr$lr" "${COMMON[@]}" --lr "$lr"
-  TABLE_RUNS+=(--run "Baseline, lr $lr=$OUT/baseline-lr$lr/train.log")
+  train_seeds "$OUT/baseline-lr$lr" "${COMMON[@]}" --lr "$lr"
+  seed_runs "Baseline, lr $lr" "$OUT/baseline-lr$lr" train.log
 done
 for lr in $NF_LRS; do
-  train "$OUT/normformer-lr$lr" "${COMMON[@]}" "${NORMFORMER[@]}" --lr "$lr"
-  TABLE_RUNS+=(--run "NormFormer, lr $lr=$OUT/normformer-lr$lr/train.log")
+  train_seeds "$OUT/normformer-lr$lr" "${COMMON[@]}" "${NORMFORMER[@]}" --lr "$lr"
+  seed_runs "NormFormer, lr $lr" "$OUT/normformer-lr$lr" train.log
 done
 top_lr="${NF_LRS##* }"
-train "$OUT/normformer-resscale-lr$top_lr" "${COMMON[@]}" "${NORMFORMER[@]}" --scale-resids --lr "$top_lr"
-TABLE_RUNS+=(--run "NormFormer + ResScale, lr $top_lr=$OUT/normformer-resscale-lr$top_lr/train.log")
+train_seeds "$OUT/normformer-resscale-lr$top_lr" "${COMMON[@]}" "${NORMFORMER[@]}" --scale-resids --lr "$top_lr"
+seed_runs "NormFormer + ResScale, lr $top_lr" "$OUT/normformer-resscale-lr$top_lr" train.log
 wait_runs
 analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 7, $SCALE scale: final validation perplexity by learning rate" \
   --out "$OUT/table7.md"

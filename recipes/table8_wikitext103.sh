@@ -9,7 +9,7 @@
 # Paper scale: DATA = wikitext-103 binarized as fairseq's examples/language_model/README.md does;
 # WORLD_SIZE 8 (the recipe's 3072 tokens x update-freq 3 per GPU). Tiny: a 4x64 adaptive-input model
 # (cutoffs 500,1000 for the 2k vocabulary) on the docstring corpus, 400 updates, same optimiser.
-# Writes OUT_DIR/table8.md.
+# SEEDS=N trains and evaluates each model N times (docs/recipes.md). Writes OUT_DIR/table8.md.
 source "$(dirname "$0")/_lm_common.sh"
 DATA_BIN="$(data_dir)"
 OPTIM=(--task language_modeling_analysis --criterion adaptive_loss --sample-break-mode none
@@ -34,16 +34,21 @@ else
   BASE=(--arch preln_lm_wiki103) NF=(--arch normformer_lm_wiki103)
   EVAL=(--batch-size 8 --tokens-per-sample 128 --context-window 64 --cpu --num-workers 0)
 fi
-train "$OUT/baseline" "${COMMON[@]}" "${BASE[@]}"
-train "$OUT/normformer" "${COMMON[@]}" "${NF[@]}"
+train_seeds "$OUT/baseline" "${COMMON[@]}" "${BASE[@]}"
+train_seeds "$OUT/normformer" "${COMMON[@]}" "${NF[@]}"
 wait_runs
-for run_dir in "$OUT/baseline" "$OUT/normformer"; do
-  for split in valid test; do
-    if [ "$DRY_RUN" = 1 ] || [ ! -s "$run_dir/eval_$split.log" ]; then
-      run "$BIN/fairseq-eval-lm" "$DATA_BIN" --user-dir "$USER_DIR" --path "$run_dir/checkpoints/checkpoint_best.pt" \
-        --gen-subset "$split" "${EVAL[@]}" >"$run_dir/eval_$split.log" 2>&1
-    fi
+for seed in $(seq "$SEEDS"); do
+  for run_dir in "$(seed_dir "$OUT/baseline" "$seed")" "$(seed_dir "$OUT/normformer" "$seed")"; do
+    for split in valid test; do
+      if [ "$DRY_RUN" = 1 ] || [ ! -s "$run_dir/eval_$split.log" ]; then
+        run "$BIN/fairseq-eval-lm" "$DATA_BIN" --user-dir "$USER_DIR" --path "$run_dir/checkpoints/checkpoint_best.pt" \
+          --gen-subset "$split" "${EVAL[@]}" >"$run_dir/eval_$split.log" 2>&1
+      fi
+    done
   done
 done
-analyze eval-table --run "Baseline=$OUT/baseline" --run "NormFormer=$OUT/normformer" \
+TABLE_RUNS=()
+seed_runs Baseline "$OUT/baseline"
+seed_runs NormFormer "$OUT/normformer"
+analyze eval-table "${TABLE_RUNS[@]}" \
   --title "Table 8, $SCALE scale: fairseq-eval-lm perplexity" --out "$OUT/table8.md"

@@ -7,7 +7,9 @@
 # Builds the standard-library docstring corpus in BERT's format (one sentence per line, one document
 # per module or class), trains preln_bert_base and normformer_bert_base at a tiny size with
 # --task mlm_nsp --criterion mlm_nsp (in parallel, one thread each), and prints their final
-# validation numbers. Settings can be changed through the environment: MAX_UPDATE, LR, NEGATIVES
+# validation numbers (WORKDIR/table.md, normformer-analyze metric-table). SEEDS=N trains both N times (--seed K,
+# WORKDIR/ARCH/seedK for K > 1): mean ± std and NormFormer's differences as 95% intervals paired by seed
+# (docs/analysis.md). Settings can be changed through the environment: MAX_UPDATE, LR, NEGATIVES
 # (random, same-document, swap), MAX_CHARS, VOCAB_SIZE, SIZE_FLAGS, EXTRA_FLAGS, OMP_NUM_THREADS.
 # Runs follow recipes/_run_dir.sh (docs/recipes.md): finished runs (a "done" marker) are kept and not
 # trained again, every command is appended to WORKDIR/commands.sh. Results: docs/masked_lm.md.
@@ -33,8 +35,9 @@ source "$HERE/_run_dir.sh"
 "$PY" -m fairseq_normformer.cli.build_corpus --out "$WORK/corpus" --format bert \
   --vocab-size "$VOCAB_SIZE" --max-chars "$MAX_CHARS"
 
-train() {  # ARCH: one single-threaded run, logged to WORK/ARCH/train.log
-  local run=$WORK/$1
+train() {  # ARCH SEED: one single-threaded run, logged to WORK/ARCH/train.log (seed K > 1: WORK/ARCH/seedK/)
+  local run
+  run=$(seed_dir "$WORK/$1" "$2")
   # shellcheck disable=SC2086  # SIZE_FLAGS and EXTRA_FLAGS are lists of flags
   run_in "$run" "$run/train.log" "$BIN/fairseq-train" "$WORK/corpus/data-bin" --user-dir "$REPO/fairseq_normformer" \
     --task mlm_nsp --criterion mlm_nsp --nsp-negatives "$NEGATIVES" --tokens-per-sample 128 \
@@ -43,37 +46,29 @@ train() {  # ARCH: one single-threaded run, logged to WORK/ARCH/train.log
     --lr-scheduler polynomial_decay --lr "$LR" --warmup-updates $((MAX_UPDATE / 10)) \
     --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE" --batch-size 32 \
     --validate-interval-updates $((MAX_UPDATE / 4)) --save-interval-updates $((MAX_UPDATE / 4)) \
-    --keep-interval-updates 1 --no-epoch-checkpoints --save-dir "$run" --seed 1 \
+    --keep-interval-updates 1 --no-epoch-checkpoints --save-dir "$run" --seed "$2" \
     --required-batch-size-multiple 1 --num-workers 0 --log-format simple --log-interval 50 --cpu $EXTRA_FLAGS
 }
 
-# The two runs go in parallel, one thread each (one core each on a 2-core machine).
-pids=()
-for ARCH in preln_bert_base normformer_bert_base; do
-  if is_done "$WORK/$ARCH"; then
-    echo "[tiny_mlm_nsp] $ARCH: done before, kept"
-  else
-    echo "[tiny_mlm_nsp] training $ARCH -> $WORK/$ARCH/train.log"
-    train "$ARCH" &
-    pids+=($!)
-  fi
+# The two runs of a seed go in parallel, one thread each (one core each on a 2-core machine).
+for SEED in $(seq "$SEEDS"); do
+  pids=()
+  for ARCH in preln_bert_base normformer_bert_base; do
+    if is_done "$(seed_dir "$WORK/$ARCH" "$SEED")"; then
+      echo "[tiny_mlm_nsp] $ARCH seed $SEED: done before, kept"
+    else
+      echo "[tiny_mlm_nsp] training $ARCH seed $SEED -> $(seed_dir "$WORK/$ARCH" "$SEED")/train.log"
+      train "$ARCH" "$SEED" &
+      pids+=($!)
+    fi
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid"
+  done
 done
-for pid in "${pids[@]}"; do
-  wait "$pid"
-done
 
-"$PY" - "$WORK" <<'EOF'
-import sys
-from pathlib import Path
-
-from fairseq_normformer.analysis.training_log import read_training_log
-
-work = Path(sys.argv[1])
-columns = ["loss", "mlm_loss", "mlm_ppl", "mlm_accuracy", "nsp_loss", "nsp_accuracy"]
-print("| model | updates | " + " | ".join(f"valid {c}" for c in columns) + " | training time (s) |")
-print("|---" * (len(columns) + 3) + "|")
-for arch in ("preln_bert_base", "normformer_bert_base"):
-    log = read_training_log(work / arch / "train.log")
-    final = log.final_valid()
-    print(f"| {arch} | {final['num_updates']} | " + " | ".join(f"{final[c]}" for c in columns) + f" | {log.seconds:.0f} |")
-EOF
+TABLE_RUNS=()
+for ARCH in preln_bert_base normformer_bert_base; do seed_runs "$ARCH" "$WORK/$ARCH" train.log; done
+for metric in loss mlm_loss mlm_ppl mlm_accuracy nsp_loss nsp_accuracy; do TABLE_RUNS+=(--metric "$metric"); done
+"$PY" -m fairseq_normformer.cli.analyze metric-table "${TABLE_RUNS[@]}" --out "$WORK/table.md" >/dev/null
+cat "$WORK/table.md"

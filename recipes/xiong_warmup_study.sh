@@ -16,7 +16,8 @@
 #        time (default 2), EPOCHS (default 3, about 380 updates each; validation BLEU also every 100 updates),
 #        TINY_LR (default 1e-3) in place of 5e-4, TINY_WARMUP (default 100) in place of 4000.
 # Writes OUT_DIR/bleu.md, OUT_DIR/bleu.png, OUT_DIR/init_grads.{md,png}; every command goes to
-# OUT_DIR/commands.sh; DRY_RUN=1 prints them; finished runs are reused (recipes/_run_dir.sh).
+# OUT_DIR/commands.sh; DRY_RUN=1 prints them; finished runs are reused (recipes/_run_dir.sh). SEEDS=N trains and
+# tests each run N times (--seed K, OUT_DIR/RUN/seedK for K > 1); bleu.md gives mean ± std over the seeds.
 source "$(dirname "$0")/_lm_common.sh"  # REPO, PY, BIN, USER_DIR, SCALE, OUT, run-directory convention, log, wait_runs
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's commands (python -m), not an installed copy
 ANALYZE=("$PY" -m fairseq_normformer.cli.analyze)
@@ -49,12 +50,13 @@ model_args() {
     "${XIONG_TRAIN[@]}" --lr "${XIONG_LR[$1]}" --seed 1 "${SCALE_ARGS[@]}" --user-dir "$USER_DIR")
 }
 
-# train_and_test RUN: fairseq-train (validation BLEU each epoch), then fairseq-generate on every test pair
+# train_and_test RUN SEED: fairseq-train (validation BLEU each epoch), then fairseq-generate on every test pair
 # (none skipped, none dropped in a last batch: "Translated N sentences" in generate_test.log is the split size)
 train_and_test() {
-  local dir="$OUT/$1"
+  local dir
+  dir="$(seed_dir "$OUT/$1" "$2")"
   model_args "$1"
-  run_in "$dir/train" "$dir/train.log" "$BIN/fairseq-train" "${MODEL[@]}" --warmup-updates "${XIONG_WARMUP[$1]}" \
+  run_in "$dir/train" "$dir/train.log" "$BIN/fairseq-train" "${MODEL[@]}" --seed "$2" --warmup-updates "${XIONG_WARMUP[$1]}" \
     --decay-per "${XIONG_DECAY[$1]}" --eval-bleu --eval-bleu-args '{"beam": 5, "lenpen": 1.2}' "${BLEU_ARGS[@]}" --best-checkpoint-metric bleu \
     --maximize-best-checkpoint-metric --no-epoch-checkpoints --save-dir "$dir/checkpoints" \
     --log-format json --log-interval 10
@@ -63,13 +65,13 @@ train_and_test() {
     --required-batch-size-multiple 1 "${GENERATE_ARGS[@]}"
 }
 
-for name in "${XIONG_RUNS[@]}"; do
-  log "$name: ${XIONG_ARCH[$name]}, lr ${XIONG_LR[$name]}, warmup ${XIONG_WARMUP[$name]}, decay per ${XIONG_DECAY[$name]} -> $OUT/$name"
-  if [ "$DRY_RUN" = 1 ]; then train_and_test "$name"; continue; fi
-  train_and_test "$name" &
+for seed in $(seq "$SEEDS"); do for name in "${XIONG_RUNS[@]}"; do
+  log "$name: ${XIONG_ARCH[$name]}, lr ${XIONG_LR[$name]}, warmup ${XIONG_WARMUP[$name]}, decay per ${XIONG_DECAY[$name]}, seed $seed -> $(seed_dir "$OUT/$name" "$seed")"
+  if [ "$DRY_RUN" = 1 ]; then train_and_test "$name" "$seed"; continue; fi
+  train_and_test "$name" "$seed" &
   PIDS+=($!)
   if ((${#PIDS[@]} >= JOBS)); then wait_runs; fi
-done
+done; done
 wait_runs
 
 # Gradient norm of fc2 per layer at initialization: the three architectures, one training batch
@@ -82,6 +84,6 @@ for name in postln_no_warmup preln_no_warmup normformer_no_warmup; do
 done
 run "${ANALYZE[@]}" init-grads-plot "${GRAD_RUNS[@]}" --out-dir "$OUT"
 
-BLEU_RUNS=()
-for name in "${XIONG_RUNS[@]}"; do BLEU_RUNS+=(--run "$name=$OUT/$name"); done
-run "${ANALYZE[@]}" bleu-table "${BLEU_RUNS[@]}" --out-dir "$OUT"
+TABLE_RUNS=()
+for name in "${XIONG_RUNS[@]}"; do seed_runs "$name" "$OUT/$name"; done
+run "${ANALYZE[@]}" bleu-table "${TABLE_RUNS[@]}" --out-dir "$OUT"

@@ -1,4 +1,5 @@
 """PNG figures in the layout of the paper's Figs. 2-5 (matplotlib, Agg backend: no display needed)."""
+import statistics
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -8,9 +9,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .gamma import Gammas  # noqa: E402
+from .seeds import mean_std  # noqa: E402
 from ..instrumentation.param_groups import param_group  # noqa: E402
 from .time_to_target import TimeToTarget  # noqa: E402
 from .training_log import TrainingLog  # noqa: E402
+
+STAR = {"marker": "*", "markersize": 16, "color": "gold", "mec": "black"}
 
 
 def _save(fig, path) -> Path:
@@ -35,28 +39,31 @@ def layer_curves(records: List[dict], local: str) -> Dict[int, tuple]:
     return dict(sorted(curves.items()))
 
 
-def plot_grad_norms(runs: Dict[str, List[dict]], path, local: str = "fc2.weight", layers=None) -> Path:
-    """Fig. 3: mean |g| of one parameter (FC2's weight) against updates, one line per layer, one
-    panel per run, shared y axis (log scale)."""
+def plot_grad_norms(runs: Dict[str, List[List[dict]]], path, local: str = "fc2.weight", layers=None) -> Path:
+    """Fig. 3: mean |g| of one parameter (FC2's weight) against updates, one line per layer (the mean over
+    the run's seeds, with a band of ± one standard deviation), one panel per run, shared y axis (log scale)."""
     fig, axes = plt.subplots(1, len(runs), figsize=(5 * len(runs), 3.8), sharey=True, squeeze=False)
-    for ax, (label, records) in zip(axes[0], runs.items()):
-        curves = layer_curves(records, local)
-        if not curves:
+    for ax, (label, seeds) in zip(axes[0], runs.items()):
+        curves = [layer_curves(records, local) for records in seeds]
+        if not all(curves):
             raise ValueError(f"run {label!r} has no gradient records of '{local}' in its layers")
-        for layer, (updates, values) in curves.items():
+        for layer in curves[0]:
             if layers is None or layer in layers:
-                ax.plot(updates, values, label=f"layer {layer}")
-        ax.set(title=label, xlabel="update", yscale="log")
+                updates, mean, std = mean_over_seeds([dict(zip(*seed[layer])) for seed in curves if layer in seed])
+                plot_band(ax, updates, mean, std, f"layer {layer}")
+        title = label if len(seeds) == 1 else f"{label} (mean ± std over {len(seeds)} seeds)"
+        ax.set(title=title, xlabel="update", yscale="log")
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel(f"average L1 norm of grad, {local}")
     return _save(fig, path)
 
 
-def plot_grad_ratios(ratios: Dict[str, Dict[int, float]], path, title: str) -> Path:
-    """Fig. 5: candidate/baseline gradient ratio per parameter (one line each) against layer."""
+def plot_grad_ratios(per_seed: List[Dict[str, Dict[int, float]]], path, title: str) -> Path:
+    """Fig. 5: candidate/baseline gradient ratio per parameter (one line each) against layer, the mean over
+    the seeds' ratios ({name inside the layer: {layer: ratio}} each) with a band of ± one standard deviation."""
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for local, by_layer in ratios.items():
-        ax.plot(list(by_layer), list(by_layer.values()), marker="o", label=local)
+    for local in per_seed[0]:
+        plot_band(ax, *mean_over_seeds([seed.get(local, {}) for seed in per_seed]), local)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set(title=title, xlabel="layer", ylabel="mean |grad| ratio", yscale="log")
     ax.legend(fontsize=7, ncol=2)
@@ -75,27 +82,53 @@ def plot_gammas(gammas: Gammas, path, title: Optional[str] = None) -> Path:
     return _save(fig, path)
 
 
-def plot_time_to_target(baseline: TrainingLog, candidate: TrainingLog, result: TimeToTarget, path,
-                        labels=("Baseline", "NormFormer")) -> Path:  # fmt: skip
-    """Fig. 2: validation perplexity against updates and wall time; the star marks the first
-    validation at which the candidate reaches the baseline's final perplexity."""
+def mean_over_seeds(by_seed: List[dict]) -> tuple:
+    """(the x every seed has, the mean over the seeds at each, the std or None) of per-seed {x: value}."""
+    xs = sorted(set(by_seed[0]).intersection(*by_seed[1:]))
+    values = [mean_std([seed[x] for seed in by_seed]) for x in xs]
+    return xs, [m for m, _ in values], [s for _, s in values]
+
+
+def seed_band(logs: List[TrainingLog], metric: str = "ppl") -> tuple:
+    """(updates, mean wall time or None, mean, std or None) of a validation metric over the seeds, at the
+    validations every seed has."""
+    updates, mean, std = mean_over_seeds([{r["num_updates"]: r[metric] for r in log.valid if metric in r} for log in logs])
+    walls = [[log.wall_at(u) for log in logs] for u in updates]
+    wall = None if any(None in w for w in walls) else [statistics.fmean(w) for w in walls]
+    return updates, wall, mean, std
+
+
+def plot_band(ax, x, mean, std, label):
+    """A line of the mean over the seeds and, with more than one seed, a band of ± one standard deviation."""
+    ax.plot(x, mean, marker=".", label=label)
+    if std and std[0] is not None:
+        ax.fill_between(x, [m - s for m, s in zip(mean, std)], [m + s for m, s in zip(mean, std)], alpha=0.25)
+
+
+def plot_time_to_target(baselines: List[TrainingLog], candidates: List[TrainingLog], results: List[TimeToTarget],
+                        path, labels=("Baseline", "NormFormer")) -> Path:  # fmt: skip
+    """Fig. 2: validation perplexity against updates and wall time, the mean over seeds with a band of
+    ± one standard deviation; a star marks each seed's first validation at which the candidate
+    reaches that seed's baseline's final perplexity."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
-    for log, label in zip((baseline, candidate), labels):
-        updates = [r["num_updates"] for r in log.valid]
-        ppl = [r["ppl"] for r in log.valid]
-        axes[0].plot(updates, ppl, marker=".", label=label)
-        walls = [log.wall_at(u) for u in updates]
-        if None not in walls:
-            axes[1].plot(walls, ppl, marker=".", label=label)
-    if result.hit_update is not None:
-        axes[0].plot([result.hit_update], [result.hit_ppl], marker="*", markersize=16, color="gold", mec="black")
-        if result.hit_wall is not None:
-            axes[1].plot([result.hit_wall], [result.hit_ppl], marker="*", markersize=16, color="gold", mec="black")
+    for logs, label in zip((baselines, candidates), labels):
+        updates, walls, mean, std = seed_band(logs)
+        for ax, x in ((axes[0], updates), (axes[1], walls)):
+            if x is not None:
+                plot_band(ax, x, mean, std, label)
+    for result in results:
+        if result.hit_update is not None:
+            axes[0].plot([result.hit_update], [result.hit_ppl], **STAR)
+            if result.hit_wall is not None:
+                axes[1].plot([result.hit_wall], [result.hit_ppl], **STAR)
+    target = statistics.fmean(r.target_ppl for r in results)
     for ax, xlabel in zip(axes, ("update", "wall time (s)")):
-        ax.axhline(result.target_ppl, color="gray", linewidth=0.8, linestyle="--")
+        ax.axhline(target, color="gray", linewidth=0.8, linestyle="--")
         ax.set(xlabel=xlabel, yscale="log")
         ax.legend()
     axes[0].set_ylabel("validation perplexity")
+    if len(results) > 1:
+        fig.suptitle(f"mean over {len(results)} seeds, band: ± one standard deviation")
     return _save(fig, path)
 
 
@@ -115,14 +148,16 @@ def plot_init_grads(runs: Dict[str, Dict[str, Dict[int, float]]], path, param: s
     return _save(fig, path)
 
 
-def plot_bleu_curves(runs: Dict[str, TrainingLog], path) -> Path:
-    """Xiong et al.'s Fig. 2 layout: validation BLEU against updates, one line per run."""
+def plot_bleu_curves(runs: Dict[str, List[TrainingLog]], path) -> Path:
+    """Xiong et al.'s Fig. 2 layout: validation BLEU against updates, one line per run (the mean over its
+    seeds, with a band of ± one standard deviation)."""
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for label, log in runs.items():
-        points = [(r["num_updates"], r["bleu"]) for r in log.valid if "bleu" in r]
-        if not points:
-            raise ValueError(f"run {label!r} ({log.path}) has no validation BLEU (train with --eval-bleu)")
-        ax.plot(*zip(*points), marker="o", label=label)
+    for label, logs in runs.items():
+        updates, _, mean, std = seed_band(logs, "bleu")
+        plot_band(ax, updates, mean, std, label)
+    seeds = max(len(logs) for logs in runs.values())
     ax.set(xlabel="update", ylabel="validation BLEU (sacrebleu)")
+    if seeds > 1:
+        ax.set_title(f"mean ± std over {seeds} seeds")
     ax.legend(fontsize=8)
     return _save(fig, path)

@@ -1,8 +1,14 @@
-"""Markdown tables with the paper's columns, from training logs and runner results."""
+"""Markdown tables with the paper's columns, from training logs and runner results. Every model is a
+list of runs, one per seed: numbers are mean ± std over the seeds, and differences to the first row
+95% intervals paired by seed (analysis/seeds.py)."""
 from typing import Dict, List, Sequence
 
 from ..runs.lr_stability import StabilityResult
+from .seeds import mean_std, paired_differences, t_interval
 from .training_log import TrainingLog, read_eval_lm, read_training_log
+
+NO_INTERVAL = "1 seed: no interval"
+WITHIN_NOISE = "within seed noise"
 
 
 def fmt(value) -> str:
@@ -21,42 +27,107 @@ def markdown_table(headers: Sequence[str], rows: List[Sequence]) -> str:
     return "\n".join(lines) + "\n"
 
 
-PPL_HEADERS = ("Model", "Params", "Updates", "Valid PPL", "Best valid PPL", "Δ PPL vs first row")
+def mean_std_cell(values: Sequence[float]) -> str:
+    """"mean ± std" over the seeds; the value itself for one seed."""
+    mean, std = mean_std(values)
+    return fmt(mean) if std is None else f"{fmt(mean)} ± {fmt(std)}"
 
 
-def ppl_rows(runs: Dict[str, TrainingLog]) -> List[list]:
-    """One row per run: its final and best validation perplexity (Tables 5-8)."""
-    rows, first = [], None
-    for label, log in runs.items():
-        final = log.final_valid()
-        first = final["ppl"] if first is None else first
-        best = min(r["ppl"] for r in log.valid)
-        rows.append([label, log.num_params, final["num_updates"], final["ppl"], best, final["ppl"] - first])
-    return rows
+def interval_cell(values: Sequence[float], null: float = 0.0) -> str:
+    """"mean [low, high]", the 95% t-interval of the mean of per-seed ``values`` (differences, fractions),
+    "within seed noise" when it contains ``null`` (no difference); one seed has no interval."""
+    interval = t_interval(values)
+    if interval is None:
+        return f"{fmt(values[0])} ({NO_INTERVAL})"
+    text = f"{fmt(interval.mean)} [{fmt(interval.low)}, {fmt(interval.high)}]"
+    return f"{text} {WITHIN_NOISE}" if interval.contains(null) else text
 
 
-LR_HEADERS = ("Model", "Peak LR", "Outcome", "Last good update", "LR reached", "First overflow: layer",
-              "First overflow: operation", "Max abs. activation", "Overflow at update")  # fmt: skip
+def per_seed_cell(values: Sequence) -> str:
+    """The value shared by every seed, else each seed's, in seed order (settings, categories)."""
+    distinct = list(dict.fromkeys(values))
+    return fmt(distinct[0]) if len(distinct) == 1 else ", ".join(fmt(v) for v in values)
 
 
-def lr_rows(results: Dict[str, StabilityResult]) -> List[list]:
-    """Table 3: one row per model."""
+def difference_column(metric: Dict[str, List[float]]) -> List:
+    """Per label: the interval of its per-seed differences to the first label's (None for the first)."""
+    (first, baseline), *others = metric.items()
+    cells = [None]
+    for label, values in others:
+        cells.append(interval_cell(paired_differences(values, baseline, f"rows {first!r} and {label!r}")))
+    return cells
+
+
+PPL_HEADERS = ("Model", "Params", "Seeds", "Updates", "Valid PPL", "Best valid PPL", "Δ valid PPL vs first row (95% CI)")
+
+
+def ppl_rows(runs: Dict[str, List[TrainingLog]]) -> List[list]:
+    """One row per model: its final and best validation perplexity over the seeds (Tables 5-7)."""
+    final = {label: [log.final_valid()["ppl"] for log in logs] for label, logs in runs.items()}
     rows = []
-    for label, r in results.items():
-        o = r.first_overflow or {}
-        rows.append([label, r.peak_lr, r.outcome, r.last_good_update, r.lr_reached,
-                     o.get("layer"), o.get("operation"), o.get("max_abs"), o.get("update")])  # fmt: skip
+    for (label, logs), delta in zip(runs.items(), difference_column(final)):
+        updates = [log.final_valid()["num_updates"] for log in logs]
+        best = [min(r["ppl"] for r in log.valid) for log in logs]
+        rows.append([label, logs[0].num_params, len(logs), per_seed_cell(updates), mean_std_cell(final[label]),
+                     mean_std_cell(best), delta])  # fmt: skip
     return rows
 
 
-EVAL_HEADERS = ("Model", "Params", "Valid PPL", "Test PPL")
+LR_HEADERS = ("Model", "Peak LR", "Seeds", "Outcome", "Last good update", "LR reached", "First overflow: layer",
+              "First overflow: operation", "Max abs. activation", "Overflow at update",
+              "Δ last good update vs first row (95% CI)")  # fmt: skip
 
 
-def eval_rows(run_dirs: Dict[str, str]) -> List[list]:
-    """Table 8: one row per run directory holding train.log, eval_valid.log and eval_test.log."""
+def lr_rows(results: Dict[str, List[StabilityResult]]) -> List[list]:
+    """Table 3: one row per model; the overflow's place per seed when the seeds disagree."""
+    last_good = {label: [r.last_good_update for r in runs] for label, runs in results.items()}
     rows = []
-    for label, run_dir in run_dirs.items():
-        params = read_training_log(f"{run_dir}/train.log").num_params
-        ppl = [read_eval_lm(f"{run_dir}/eval_{split}.log")["ppl"] for split in ("valid", "test")]
-        rows.append([label, params] + ppl)
+    for (label, runs), delta in zip(results.items(), difference_column(last_good)):
+        overflows = [r.first_overflow or {} for r in runs]
+        reached = [r.lr_reached for r in runs if r.lr_reached is not None]
+        rows.append([label, per_seed_cell([r.peak_lr for r in runs]), len(runs), per_seed_cell([r.outcome for r in runs]),
+                     mean_std_cell(last_good[label]), mean_std_cell(reached) if reached else None]
+                    + [per_seed_cell([o.get(key) for o in overflows]) for key in ("layer", "operation", "max_abs", "update")]
+                    + [delta])  # fmt: skip
     return rows
+
+
+EVAL_HEADERS = ("Model", "Params", "Seeds", "Valid PPL", "Test PPL", "Δ valid PPL vs first row (95% CI)",
+                "Δ test PPL vs first row (95% CI)")  # fmt: skip
+
+
+def eval_rows(run_dirs: Dict[str, List[str]]) -> List[list]:
+    """Table 8: one row per model, from run directories holding train.log, eval_valid.log and eval_test.log."""
+    ppl = {split: {label: [read_eval_lm(f"{d}/eval_{split}.log")["ppl"] for d in dirs] for label, dirs in run_dirs.items()}
+           for split in ("valid", "test")}  # fmt: skip
+    deltas = zip(difference_column(ppl["valid"]), difference_column(ppl["test"]))
+    rows = []
+    for (label, dirs), (valid_delta, test_delta) in zip(run_dirs.items(), deltas):
+        params = read_training_log(f"{dirs[0]}/train.log").num_params
+        rows.append([label, params, len(dirs), mean_std_cell(ppl["valid"][label]), mean_std_cell(ppl["test"][label]),
+                     valid_delta, test_delta])  # fmt: skip
+    return rows
+
+
+def final_metric(log: TrainingLog, metric: str) -> float:
+    final = log.final_valid()
+    if metric not in final:
+        raise ValueError(f"the last validation of {log.path} has no {metric!r} (it has: {', '.join(sorted(final))})")
+    return final[metric]
+
+
+def valid_table(runs: Dict[str, List[TrainingLog]], metrics: Sequence[str]) -> str:
+    """One row per model: updates, training time and the last validation's ``metrics``, mean ± std over the
+    seeds, each metric's difference to the first row (95% interval, paired by seed)."""
+    headers = ["Model", "Seeds", "Updates", "Training time (s)"]
+    rows = {}
+    for label, logs in runs.items():
+        seconds = [log.seconds for log in logs]
+        updates = per_seed_cell([log.final_valid()["num_updates"] for log in logs])
+        rows[label] = [label, len(logs), updates, None if None in seconds else mean_std_cell(seconds)]
+    for metric in metrics:
+        headers += [f"Valid {metric}", f"Δ {metric} vs first row (95% CI)"]
+        values = {label: [final_metric(log, metric) for log in logs] for label, logs in runs.items()}
+        for (label, per_seed), delta in zip(values.items(), difference_column(values)):
+            rows[label] += [mean_std_cell(per_seed), delta]
+    return markdown_table(headers, list(rows.values()))

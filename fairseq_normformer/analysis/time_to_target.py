@@ -1,9 +1,12 @@
 """Time-to-target (Fig. 2's star): the first validation at which a run (NormFormer) reaches the
 baseline's final validation perplexity, as a fraction of the baseline's updates and wall time.
-"NormFormer reaches the baseline's perplexity 24% faster" is a fraction of 0.76."""
+"NormFormer reaches the baseline's perplexity 24% faster" is a fraction of 0.76. Over seeds (one
+baseline and one NormFormer run per seed, paired), the fraction's mean, std and 95% t-interval; an
+interval that contains 1 (the baseline's own pace) is within seed noise."""
 from dataclasses import asdict, dataclass
-from typing import Optional
+from typing import List, Optional
 
+from .seeds import mean_std, t_interval
 from .training_log import TrainingLog
 
 
@@ -44,3 +47,16 @@ def time_to_target(baseline: TrainingLog, candidate: TrainingLog) -> TimeToTarge
         hit_wall=None if hit is None else candidate.wall_at(hit_update),
         hit_ppl=None if hit is None else hit["ppl"],
     )
+
+
+def fraction_summary(results: List[TimeToTarget]) -> dict:
+    """The fraction of updates over the seeds: each seed's, their mean, std and 95% interval (None
+    where undefined: a seed that never reaches its baseline's perplexity, one seed)."""
+    fractions = [r.update_fraction for r in results]
+    summary = {"per_seed": fractions, "mean": None, "std": None, "low": None, "high": None}
+    if None not in fractions:
+        summary["mean"], summary["std"] = mean_std(fractions)
+        interval = t_interval(fractions)
+        if interval is not None:
+            summary["low"], summary["high"] = interval.low, interval.high
+    return summary

@@ -9,9 +9,14 @@
     normformer-analyze lr-table       --run Baseline=DIR --run NormFormer=DIR --out table3.md
     normformer-analyze ppl-table      --run Baseline=base.log --run NormFormer=nf.log --out table.md        # Tables 5-7
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
+    normformer-analyze metric-table   --run A=a.log --run B=b.log --metric accuracy --out table.md         # any task
     normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
     normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
     normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
+
+Seeds: a label given again (--run Baseline=b/train.log --run Baseline=b/seed2/train.log ...; time-to-target:
+--baseline/--candidate once per seed) is the same model's next seed; tables report mean ± std over the seeds
+and 95% intervals of differences to the first row, paired by seed (analysis/seeds.py, docs/analysis.md).
 """
 import argparse
 import json
@@ -38,11 +43,17 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     EVAL_HEADERS,
     LR_HEADERS,
     PPL_HEADERS,
+    difference_column,
     eval_rows,
+    interval_cell,
     lr_rows,
     markdown_table,
+    mean_std_cell,
+    per_seed_cell,
     ppl_rows,
+    valid_table,
 )
+from fairseq_normformer.analysis.time_to_target import fraction_summary  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
 from fairseq_normformer.analysis.training_log import read_generate_bleu, read_training_log  # noqa: E402
 
@@ -56,6 +67,14 @@ def labelled(text: str):
     if not sep or not label or not path:
         raise argparse.ArgumentTypeError(f"expected LABEL=PATH, got {text!r}")
     return label, path
+
+
+def by_label(runs) -> dict:
+    """{label: [path of each seed]}: a label given again (--run LABEL=PATH) is the same model's next seed."""
+    grouped = {}
+    for label, path in runs:
+        grouped.setdefault(label, []).append(path)
+    return grouped
 
 
 def update_window(text: str):
@@ -77,22 +96,31 @@ def _write(path: Path, text: str) -> Path:
 
 def grad_curves(args):
     start, end = args.updates or (0, float("inf"))
-    runs = {label: [r for r in read_grad_norms(path) if start <= r["update"] <= end] for label, path in args.run}
+    runs = {label: [[r for r in read_grad_norms(path) if start <= r["update"] <= end] for path in paths]
+            for label, paths in by_label(args.run).items()}  # fmt: skip
     layers = None if args.layers is None else {int(x) for x in args.layers.split(",")}
     print(plot_grad_norms(runs, Path(args.out_dir) / "fig3_grad_norms.png", args.param, layers))
 
 
 def grad_ratio(args):
-    (base_label, base_path), (label, path) = args.baseline, args.run
-    ratios = grad_ratios(read_grad_norms(path), read_grad_norms(base_path), *args.window)
-    ratios = {local: by_layer for local, by_layer in ratios.items() if local.endswith(args.tensor)}
-    if not ratios:
+    if len(args.baseline) != len(args.run):
+        raise ValueError(f"runs are paired by seed: {len(args.baseline)} --baseline and {len(args.run)} --run files")
+    per_seed = []
+    for (_, base_path), (_, path) in zip(args.baseline, args.run):
+        ratios = grad_ratios(read_grad_norms(path), read_grad_norms(base_path), *args.window)
+        per_seed.append({local: by_layer for local, by_layer in ratios.items() if local.endswith(args.tensor)})
+    if not per_seed[0]:
         raise ValueError(f"no parameter ending in {args.tensor!r} is in both runs' layers")
+    (base_label, _), (label, _), seeds = args.baseline[0], args.run[0], len(per_seed)
     title = f"{label} / {base_label}, mean |grad| over updates {args.window[0]}-{args.window[1]}"
+    title += f", mean ± std over {seeds} seeds" if seeds > 1 else ""
     out = Path(args.out_dir)
-    print(plot_grad_ratios(ratios, out / "fig5_grad_ratio.png", title))
-    layers = sorted({layer for by_layer in ratios.values() for layer in by_layer})
-    rows = [[local] + [by_layer.get(layer) for layer in layers] for local, by_layer in ratios.items()]
+    print(plot_grad_ratios(per_seed, out / "fig5_grad_ratio.png", title))
+    layers = sorted({layer for by_layer in per_seed[0].values() for layer in by_layer})
+    rows = []
+    for local in per_seed[0]:
+        by_layer = [[seed.get(local, {}).get(layer) for seed in per_seed] for layer in layers]
+        rows.append([local] + [None if None in values else mean_std_cell(values) for values in by_layer])
     table = markdown_table(["Parameter"] + [f"layer {layer}" for layer in layers], rows)
     print(_write(out / "fig5_grad_ratio.md", f"{title}\n\n{table}"))
 
@@ -105,16 +133,32 @@ def gamma(args):
     print(_write(out / "fig4_gamma.md", f"Learned γ of {args.checkpoint}\n\n{table}"))
 
 
+def fraction_line(fractions: dict, labels) -> str:
+    """The fraction of updates over the seeds (time_to_target.fraction_summary) in words."""
+    per_seed = fractions["per_seed"]
+    if None in per_seed:
+        missed = ", ".join(str(k) for k, f in enumerate(per_seed, 1) if f is None)
+        return f"{labels[1]} does not reach {labels[0]}'s final perplexity with seed {missed}: no fraction over seeds"
+    return (f"Fraction of updates over {len(per_seed)} seeds: {mean_std_cell(per_seed)} (mean ± std), "
+            f"95% CI {interval_cell(per_seed, null=1.0)}")  # fmt: skip
+
+
 def time_to_target(args):
-    baseline, candidate = read_training_log(args.baseline), read_training_log(args.candidate)
-    result, labels = compute_time_to_target(baseline, candidate), tuple(args.labels.split(","))
-    out = Path(args.out_dir)
-    print(plot_time_to_target(baseline, candidate, result, out / "fig2_time_to_target.png", labels))
-    _write(out / "fig2_time_to_target.json", json.dumps(result.as_dict(), indent=2) + "\n")
-    headers = [f"{labels[0]} final valid PPL", f"{labels[0]} updates", f"{labels[1]} reaches it at update",
+    if len(args.baseline) != len(args.candidate):
+        raise ValueError(f"runs are paired by seed: {len(args.baseline)} --baseline and {len(args.candidate)} --candidate logs")
+    baselines = [read_training_log(path) for path in args.baseline]
+    candidates = [read_training_log(path) for path in args.candidate]
+    results = [compute_time_to_target(b, c) for b, c in zip(baselines, candidates)]
+    labels, out = tuple(args.labels.split(",")), Path(args.out_dir)
+    print(plot_time_to_target(baselines, candidates, results, out / "fig2_time_to_target.png", labels))
+    fractions = fraction_summary(results)
+    record = {"seeds": [r.as_dict() for r in results], "update_fraction": fractions}
+    _write(out / "fig2_time_to_target.json", json.dumps(record, indent=2) + "\n")
+    headers = ["Seed", f"{labels[0]} final valid PPL", f"{labels[0]} updates", f"{labels[1]} reaches it at update",
                "Fraction of updates", "Fraction of wall time"]  # fmt: skip
-    row = [result.target_ppl, result.baseline_updates, result.hit_update, result.update_fraction, result.wall_fraction]
-    print(_write(out / "fig2_time_to_target.md", markdown_table(headers, [row])))
+    rows = [[k, r.target_ppl, r.baseline_updates, r.hit_update, r.update_fraction, r.wall_fraction]
+            for k, r in enumerate(results, 1)]  # fmt: skip
+    print(_write(out / "fig2_time_to_target.md", f"{markdown_table(headers, rows)}\n{fraction_line(fractions, labels)}\n"))
 
 
 def lr_stability(args):
@@ -126,18 +170,24 @@ def lr_stability(args):
 
 
 def lr_table(args):
-    results = {label: read_result(path) for label, path in args.run}
+    results = {label: [read_result(path) for path in paths] for label, paths in by_label(args.run).items()}
     print(_write(Path(args.out), markdown_table(LR_HEADERS, lr_rows(results))))
 
 
 def ppl_table(args):
-    runs = {label: read_training_log(path) for label, path in args.run}
+    runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
     text = (f"{args.title}\n\n" if args.title else "") + markdown_table(PPL_HEADERS, ppl_rows(runs))
     print(_write(Path(args.out), text))
 
 
+def metric_table(args):
+    runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
+    text = (f"{args.title}\n\n" if args.title else "") + valid_table(runs, args.metric)
+    print(_write(Path(args.out), text))
+
+
 def eval_table(args):
-    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(EVAL_HEADERS, eval_rows(dict(args.run)))
+    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(EVAL_HEADERS, eval_rows(by_label(args.run)))
     print(_write(Path(args.out), text))
 
 
@@ -172,20 +222,32 @@ def init_grads_plot(args):
     print(_write(out / "init_grads.md", f"{title}\n\n{table}"))
 
 
+def validation_bleu(log) -> list:
+    valid = [r for r in log.valid if "bleu" in r]
+    if not valid:
+        raise ValueError(f"{log.path} has no validation BLEU (train with --eval-bleu)")
+    return valid
+
+
 def bleu_table(args):
-    runs = {label: read_training_log(Path(path) / "train.log") for label, path in args.run}
+    run_dirs = {label: [Path(d) for d in dirs] for label, dirs in by_label(args.run).items()}
+    runs = {label: [read_training_log(d / "train.log") for d in dirs] for label, dirs in run_dirs.items()}
+    valid = {label: [validation_bleu(log) for log in logs] for label, logs in runs.items()}
     out = Path(args.out_dir)
     print(plot_bleu_curves(runs, out / "bleu.png"))
+    generated = {label: [read_generate_bleu(d / "generate_test.log") for d in dirs] for label, dirs in run_dirs.items()}
+    test = {label: [g["bleu"] for g in gens] for label, gens in generated.items()}
+    translated = {label: [g["sentences"] for g in gens] for label, gens in generated.items()}
     rows = []
-    for label, path in args.run:
-        valid = [r for r in runs[label].valid if "bleu" in r]
-        if not valid:
-            raise ValueError(f"{path}/train.log has no validation BLEU (train with --eval-bleu)")
-        test = read_generate_bleu(Path(path) / "generate_test.log")
-        bleus = [r["bleu"] for r in valid]
-        rows.append([label, valid[-1]["num_updates"], bleus[0], bleus[-1], max(bleus), test["bleu"], test["sentences"]])
-    headers = ["Run", "Updates", "Valid BLEU, first validation", "Valid BLEU, last", "Best valid BLEU",
-               "Test BLEU (best checkpoint)", "Test sentences translated"]  # fmt: skip
+    for (label, seeds), delta in zip(valid.items(), difference_column(test)):
+        first, last = [v[0]["bleu"] for v in seeds], [v[-1]["bleu"] for v in seeds]
+        best = [max(r["bleu"] for r in v) for v in seeds]
+        rows.append([label, len(seeds), per_seed_cell([v[-1]["num_updates"] for v in seeds]),
+                     *map(mean_std_cell, (first, last, best, test[label])), delta,
+                     per_seed_cell(translated[label])])  # fmt: skip
+    headers = ["Run", "Seeds", "Updates", "Valid BLEU, first validation", "Valid BLEU, last", "Best valid BLEU",
+               "Test BLEU (best checkpoint)", "Δ test BLEU vs first row (95% CI)",
+               "Test sentences translated"]  # fmt: skip
     print(_write(out / "bleu.md", markdown_table(headers, rows)))
 
 
@@ -194,7 +256,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("grad-curves", help="Fig. 3: one parameter's mean |grad| per layer against updates")
-    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=grad-norm file (repeat)")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=grad-norm file (repeat; a label again: its next seed)")  # fmt: skip
     p.add_argument("--param", default="fc2.weight", help="parameter inside each layer (default: fc2.weight)")
     p.add_argument("--layers", help="comma-separated layers to plot (default: all)")
     p.add_argument("--updates", type=update_window, help="START:END updates to plot (default: all)")
@@ -202,8 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=grad_curves)
 
     p = commands.add_parser("grad-ratio", help="Fig. 5: run/baseline mean |grad| per parameter and layer")
-    p.add_argument("--baseline", type=labelled, required=True, help="LABEL=grad-norm file")
-    p.add_argument("--run", type=labelled, required=True, help="LABEL=grad-norm file")
+    p.add_argument("--baseline", type=labelled, action="append", required=True,
+                   help="LABEL=grad-norm file (repeat: one per seed)")  # fmt: skip
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=grad-norm file, paired with --baseline by position")  # fmt: skip
     p.add_argument("--window", type=update_window, required=True, help="START:END updates to average over")
     p.add_argument("--tensor", default="weight", help="only parameters whose name ends so (default: weight)")
     p.add_argument("--out-dir", required=True, help="where fig5_grad_ratio.png and .md go")
@@ -216,8 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=gamma)
 
     p = commands.add_parser("time-to-target", help="Fig. 2: when a run reaches the baseline's final perplexity")
-    p.add_argument("--baseline", required=True, help="fairseq-train log of the baseline")
-    p.add_argument("--candidate", required=True, help="fairseq-train log of the other run (NormFormer)")
+    p.add_argument("--baseline", action="append", required=True,
+                   help="fairseq-train log of the baseline (repeat: one per seed)")  # fmt: skip
+    p.add_argument("--candidate", action="append", required=True,
+                   help="fairseq-train log of the other run (NormFormer), paired with --baseline by position")  # fmt: skip
     p.add_argument("--labels", default="Baseline,NormFormer", help="BASELINE,CANDIDATE names in the figure and table")
     p.add_argument("--out-dir", required=True, help="where fig2_time_to_target.png, .json and .md go")
     p.set_defaults(func=time_to_target)
@@ -234,19 +301,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=lr_stability)
 
     p = commands.add_parser("lr-table", help="Table 3 from lr-stability output directories")
-    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=lr-stability --out-dir")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=lr-stability --out-dir (a label again: its next seed)")  # fmt: skip
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=lr_table)
 
     p = commands.add_parser("ppl-table", help="Tables 5-7: final validation perplexity of each run")
-    p.add_argument("--run", type=labelled, action="append", required=True, help="LABEL=fairseq-train log")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=fairseq-train log (a label again: its next seed)")  # fmt: skip
     p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=ppl_table)
 
+    p = commands.add_parser("metric-table", help="the last validation's metrics of each run (any task)")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=fairseq-train log (a label again: its next seed)")  # fmt: skip
+    p.add_argument("--metric", action="append", required=True, help="a validation metric, e.g. accuracy (repeat)")
+    p.add_argument("--title", help="a line above the table (default: none)")
+    p.add_argument("--out", required=True, help="markdown file to write")
+    p.set_defaults(func=metric_table)
+
     p = commands.add_parser("eval-table", help="Table 8: fairseq-eval-lm perplexity on valid and test")
     p.add_argument("--run", type=labelled, action="append", required=True,
-                   help="LABEL=directory with train.log, eval_valid.log, eval_test.log")  # fmt: skip
+                   help="LABEL=directory with train.log, eval_valid.log, eval_test.log (again: its next seed)")  # fmt: skip
     p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=eval_table)

@@ -78,7 +78,10 @@ def table(args):
             results.append(json.loads(Path(path).read_text()))
         except (OSError, json.JSONDecodeError) as err:
             sys.exit(f"error: cannot read results {path}: {err}")
-    text = markdown_table(results)
+    try:
+        text = markdown_table(results)
+    except ValueError as err:  # no results, or models with different numbers of seeds
+        sys.exit(f"error: {err}")
     print(text, end="")
     if args.output:
         Path(args.output).write_text(text)

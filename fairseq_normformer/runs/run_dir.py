@@ -3,11 +3,14 @@ recipes/_run_dir.sh is its shell side:
 
 - ``RUN_DIR/done``: written once a run's command succeeded; a run that has it is reused, never redone;
 - ``commands.sh``: every command, appended, one shell-quoted line each;
-- ``DRY_RUN=1``: commands are logged and printed, not run.
+- ``DRY_RUN=1``: commands are logged and printed, not run;
+- ``SEEDS=N``: a run's seed 1 in ``RUN_DIR``, seed k > 1 in ``RUN_DIR/seed<k>``.
 """
 import os
+import re
 import shlex
 from pathlib import Path
+from typing import List
 
 DONE = "done"
 COMMANDS = "commands.sh"
@@ -23,6 +26,13 @@ def is_done(run_dir) -> bool:
 
 def mark_done(run_dir):
     (Path(run_dir) / DONE).touch()
+
+
+def seed_dirs(run_dir) -> List[Path]:
+    """The directories of a run's seeds, in seed order: ``run_dir`` (seed 1), then ``run_dir/seed<k>``."""
+    run_dir = Path(run_dir)
+    seeds = [d for d in run_dir.glob("seed*") if re.fullmatch(r"seed\d+", d.name) and d.is_dir()]
+    return [run_dir, *sorted(seeds, key=lambda d: int(d.name[4:]))]
 
 
 def log_command(log_dir, cmd: list) -> str:

@@ -86,7 +86,7 @@ def test_figures_and_tables_from_the_runs(runs, tmp_path):
 
     target = valid_ppl("baseline")[-1][1]
     hit = next((u for u, ppl in valid_ppl("normformer") if ppl <= target), None)
-    result = json.loads((tmp_path / "fig2_time_to_target.json").read_text())
+    (result,) = json.loads((tmp_path / "fig2_time_to_target.json").read_text())["seeds"]
     assert result["target_ppl"] == target and result["hit_update"] == hit and result["baseline_updates"] == 6
 
 

@@ -11,7 +11,7 @@ from fairseq_normformer.cli.zero_shot import main
 from fairseq_normformer.zeroshot.evaluate import evaluate_tasks, load_files
 from tests.conftest import run_cli
 
-HEADER = "| Model | Size | GPU Days | LR | HS | PI | WG | SC | OB | Avg |"
+HEADER = "| Model | Size | GPU Days | LR | Seeds | HS | PI | WG | SC | OB | Avg | Δ Avg vs first model (95% CI) |"
 
 
 @pytest.fixture(scope="module")
@@ -60,10 +60,10 @@ def test_table_has_the_papers_columns_and_the_scored_row(cli_results, capsys):
     cells = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[1:-1]] for line in lines[2:4]}
     columns = ("hellaswag", "piqa", "winogrande", "storycloze", "openbookqa")
     accuracies = [results["tasks"][t]["accuracy"] for t in columns]
-    assert cells["tiny-nf"][4:] == [f"{a:.1f}" for a in accuracies] + [f"{mean(accuracies):.1f}"]
-    assert cells["tiny-nf"][3] == "0.003" and cells["tiny-nf"][2].startswith("CPU")
+    assert cells["tiny-nf"][5:] == [f"{a:.1f}" for a in accuracies] + [f"{mean(accuracies):.1f}", "–"]
+    assert cells["tiny-nf"][3:5] == ["0.003", "1"] and cells["tiny-nf"][2].startswith("CPU")
     chance = [100 / choices for choices in (4, 2, 2, 2, 4)]  # HS, PI, WG, SC, OB
-    assert cells["Random"][4:] == [f"{c:.1f}" for c in chance] + [f"{mean(chance):.1f}"]
+    assert cells["Random"][5:] == [f"{c:.1f}" for c in chance] + [f"{mean(chance):.1f}", "–"]
     assert "WG = winogrande (12 examples, partial scoring, none)" in table
 
 
