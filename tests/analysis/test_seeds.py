@@ -231,7 +231,10 @@ def test_bleu_table_over_seeds(tmp_path):
             valid = [{"epoch": 1, "valid_bleu": str(score - 10 + u / 100), "valid_num_updates": str(u)} for u in (100, 200)]
             lines = [f"2026-01-01 10:00:00 | INFO | valid | {json.dumps(v)}\n" for v in valid]
             (run_dir / "train.log").write_text("".join(lines))
-            (run_dir / "generate_test.log").write_text(f"Generate test with beam=5: BLEU = {score} 50.0/30.0/20.0/10.0\n")
+            (run_dir / "generate_test.log").write_text(
+                f"Translated {100 + seed} sentences (1,000 tokens) in 1.0s\n"
+                f"Generate test with beam=5: BLEU = {score} 50.0/30.0/20.0/10.0\n"
+            )
             runs.append(f"--run={label}={run_dir}")
     analyze(["bleu-table", *runs, "--out-dir", str(tmp_path / "out")])
     rows = table_rows(tmp_path / "out" / "bleu.md")
@@ -240,6 +243,7 @@ def test_bleu_table_over_seeds(tmp_path):
     assert rows["postln"][6] == f"{np.mean(post):.4g} ± {np.std(post, ddof=1):.4g}"
     assert rows["preln"][5] == f"{np.mean(pre) - 8:.4g} ± {np.std(pre, ddof=1):.4g}"  # best valid: the last, score - 8
     assert rows["preln"][7] == interval_text(pre, post)
+    assert rows["preln"][8] == "101, 102, 103"  # sentences translated, per seed
     assert (tmp_path / "out" / "bleu.png").exists()
 
 
