@@ -12,7 +12,7 @@ from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
-from . import checkpoints, cpu_training
+from . import checkpoints, cpu_training, distributed
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -108,6 +108,19 @@ FIXES = {
         bug="torch >= 2.6 loads with weights_only=True and refuses the numpy arrays that --eval-bleu's metrics "
         "leave in a checkpoint: fairseq-generate cannot load a translation model trained with --eval-bleu",
         on_cpu="numpy arrays, scalars and their dtypes are added to torch's safe globals",
+    ),
+    "resume_broadcast": Fix(
+        replacements=((distributed_utils, "_broadcast_object_slow", distributed.broadcast_object_slow),),
+        bug="on resume rank 0 broadcasts the loaded checkpoint's config (a DictConfig) and state; torch >= 2.6 "
+        "unpickles them with weights_only=True, which refuses DictConfig: every multi-process resume dies",
+        on_cpu="ranks > 0 unpickle what rank 0 of the same job sent with weights_only=False",
+    ),
+    "collective_timeout": Fix(
+        replacements=((distributed_utils, "distributed_init", distributed.distributed_init),),
+        bug="--heartbeat-timeout N cannot stop a process blocked in a collective on a frozen or vanished peer: "
+        "it waits for the process group's timeout (30 min gloo, 10 min NCCL)",
+        on_cpu="with --heartbeat-timeout N > 0 the process group's timeout is N seconds: gloo's collectives fail after N s",
+        on_gpu="the same for NCCL: its watchdog aborts a collective after N s",
     ),
     "hydra_warnings": Fix(
         replacements=(),
