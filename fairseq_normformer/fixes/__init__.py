@@ -15,7 +15,7 @@ from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
 from .. import checks
-from . import batch_prefetch, batches, checkpoints, cpu_training
+from . import batch_prefetch, batches, checkpoints, cpu_training, distributed
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -144,6 +144,19 @@ FIXES = {
         "examples without a word",
         on_cpu="outside the training iterator those examples are a last, smaller batch; training's batches "
         "are fairseq's",
+    ),
+    "resume_broadcast": Fix(
+        replacements=((distributed_utils, "_broadcast_object_slow", distributed.broadcast_object_slow),),
+        bug="on resume rank 0 broadcasts the loaded checkpoint's config (a DictConfig) and state; torch >= 2.6 "
+        "unpickles them with weights_only=True, which refuses DictConfig: every multi-process resume dies",
+        on_cpu="ranks > 0 unpickle what rank 0 of the same job sent with weights_only=False",
+    ),
+    "collective_timeout": Fix(
+        replacements=((distributed_utils, "distributed_init", distributed.distributed_init),),
+        bug="--heartbeat-timeout N cannot stop a process blocked in a collective on a frozen or vanished peer: "
+        "it waits for the process group's timeout (30 min gloo, 10 min NCCL)",
+        on_cpu="with --heartbeat-timeout N > 0 the process group's timeout is N seconds: gloo's collectives fail after N s",
+        on_gpu="the same for NCCL: its watchdog aborts a collective after N s",
     ),
     "hydra_warnings": Fix(
         replacements=(),

@@ -26,7 +26,12 @@ ZERO_GRADIENT = "self_attn.k_proj.bias"
 
 def assert_same_trajectory(reference_dir, run_dir, run_log):
     assert sorted(logged_updates(run_log)) == list(range(1, UPDATES + 1))
-    for update in range(1, UPDATES + 1):
+    assert_same_checkpoints(reference_dir, run_dir, UPDATES)
+
+
+def assert_same_checkpoints(reference_dir, run_dir, updates: int):
+    """The checkpoints of every update hold the same loss and weights (≤ 1e-5)."""
+    for update in range(1, updates + 1):
         reference, run = interval_checkpoint(reference_dir, update), interval_checkpoint(run_dir, update)
         assert logged_loss(run) == pytest.approx(logged_loss(reference), abs=1e-5), f"loss at update {update}"
         run_weights = model_weights(run)

@@ -1,0 +1,52 @@
+"""Multi-process runs: resuming (the checkpoint rank 0 loads reaches the other ranks), and a dead
+peer ending the run instead of hanging it.
+
+On resume rank 0 reads checkpoint_last.pt and fairseq broadcasts its non-tensor part (the config
+as an omegaconf DictConfig, the optimizer history, the data iterator's and the metrics' state) to
+the other ranks with ``_broadcast_object_slow``: torch.save on rank 0, torch.load on the others.
+torch >= 2.6 loads with weights_only=True, which refuses the DictConfig, so every multi-process
+resume (on GPUs as on CPU) died on ranks > 0 with "Unsupported global: ... DictConfig".
+"""
+import io
+from datetime import timedelta
+
+import torch
+from fairseq.distributed import utils as distributed_utils
+
+_fairseq_broadcast_object_slow = distributed_utils._broadcast_object_slow
+_fairseq_distributed_init = distributed_utils.distributed_init
+
+
+def broadcast_object_slow(obj, src_rank: int, group, dist_device: torch.device):
+    """fairseq's, with the receiving ranks unpickling the object in full (weights_only=False). The
+    bytes are what ``src_rank`` of the same job pickled a moment ago, from an object fairseq itself
+    built or loaded there (a checkpoint rank 0 has just loaded, fairseq's sharded optimizer state):
+    nothing a weights_only load guards against comes from anywhere but the job itself."""
+    if distributed_utils.get_rank(group) == src_rank:
+        return _fairseq_broadcast_object_slow(obj, src_rank, group, dist_device)
+    length = torch.LongTensor([0]).to(dist_device)
+    distributed_utils.broadcast(length, src=src_rank, group=group)
+    buffer = torch.ByteTensor(int(length.item())).to(dist_device)
+    distributed_utils.broadcast(buffer, src=src_rank, group=group)
+    return torch.load(io.BytesIO(buffer.cpu().numpy()), map_location="cpu", weights_only=False)
+
+
+def distributed_init(cfg):
+    """fairseq's, then ``--heartbeat-timeout N`` (fairseq's "kill the job if no progress is made in N
+    seconds") also becomes the process group's timeout. fairseq's heartbeat SIGINTs a process whose
+    model ran no forward for N seconds, but a process blocked in a collective (DDP's gradient
+    all-reduce) on a peer that stopped without closing its connections (a frozen process, a machine
+    gone) handles the signal only when the collective returns: after the process group's timeout,
+    30 minutes for gloo, 10 for NCCL (whose watchdog then aborts). With it at N, that collective
+    fails after N seconds and the process exits. A peer that *exits* (SIGKILL, a crash) closes its
+    connections: gloo fails the collective at once (NCCL may notice only at its watchdog's timeout;
+    not measured, no GPU here). fairseq passes no timeout to init_process_group, so it is set after
+    it, with torch's ``_set_pg_timeout`` (private, in torch since 2.3)."""
+    rank = _fairseq_distributed_init(cfg)
+    seconds = getattr(cfg, "distributed_training", cfg).heartbeat_timeout
+    if seconds > 0 and torch.distributed.is_initialized():
+        # the default group, and fairseq's global group (DDP's and fairseq's own collectives), which
+        # every rank creates here, in the same order, as fairseq would at its first collective
+        for group in (None, distributed_utils.get_global_group()):
+            torch.distributed.distributed_c10d._set_pg_timeout(timedelta(seconds=seconds), group)
+    return rank

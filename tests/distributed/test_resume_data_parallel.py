@@ -1,0 +1,140 @@
+"""Resuming data-parallel training (gloo, CPU): a run stopped after some updates and started again
+with the same command follows 1 process with --update-freq 2 (the reference of test_data_parallel.py,
+which 2 uninterrupted processes follow), at every update: 2 processes spawned by fairseq-train
+(causal LM), two torchrun "nodes" (MLM+NSP), and two torchrun nodes one of which is SIGKILLed
+mid-run (causal LM). A dead peer ends the run: a killed one at once, a frozen one after
+--heartbeat-timeout seconds."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import psutil
+import pytest
+
+from .fairseq_runs import command, logged_updates, tiny_bert_args, tiny_lm_args, train
+from .test_data_parallel import UPDATES, assert_same_checkpoints, one_process_run
+
+NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
+STOPPED_AT = UPDATES // 2  # the first run's --max-update
+GLOO = ["--distributed-backend", "gloo"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_two_nodes(args) -> list:
+    """Two torchrun launchers, one "node" (one process) each, meeting at a free port of this machine.
+    Their output (rank 0's log on node 0) goes to a pipe."""
+    port = free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    launchers = []
+    for node in (0, 1):
+        torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", node,
+                    "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", port]  # fmt: skip
+        launchers.append(subprocess.Popen(command(args, torchrun), env=env, text=True,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT))  # fmt: skip
+    return launchers
+
+
+def finish(launchers) -> list:
+    """What each launcher printed, once both have exited."""
+    return [launcher.communicate(timeout=300)[0] for launcher in launchers]
+
+
+def train_two_nodes(args) -> str:
+    """Train to the end on two nodes; node 0's output."""
+    launchers = start_two_nodes(args)
+    logs = finish(launchers)
+    assert [launcher.returncode for launcher in launchers] == [0, 0], logs[0][-3000:] + logs[1][-3000:]
+    return logs[0]
+
+
+def read_until_update(launcher, update: int) -> str:
+    """Node 0's output up to the line logging ``update``."""
+    printed = []
+    for line in launcher.stdout:
+        printed.append(line)
+        if f'"num_updates": "{update}"' in line:
+            return "".join(printed)
+    raise AssertionError(f"the run ended before update {update}:\n" + "".join(printed)[-3000:])
+
+
+def worker(launcher) -> psutil.Process:
+    """The fairseq-train process a launcher started (one per node)."""
+    return psutil.Process(launcher.pid).children()[0]
+
+
+def merged_updates(logs) -> dict:
+    """{update: logged stats} over runs; an update logged by two runs has the same loss in both."""
+    merged = {}
+    for log in logs:
+        for update, stats in logged_updates(log).items():
+            assert merged.setdefault(update, stats)["loss"] == stats["loss"], f"update {update} redone differently"
+    return merged
+
+
+@pytest.fixture(scope="module")
+def lm_reference(tiny_lm_corpus, tmp_path_factory):
+    save_dir = tmp_path_factory.mktemp("lm_one_process")
+    return one_process_run(tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, *NO_DROPOUT, "--max-update", UPDATES), save_dir)
+
+
+def test_spawned_world_of_two_resumes_as_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
+    """Before the fix, the second run died on rank 1: "Unsupported global: ... DictConfig"."""
+    args = lambda updates: tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", updates,
+                                        "--distributed-world-size", "2", *GLOO)  # fmt: skip
+    first, resumed = train(args(STOPPED_AT)).stdout, train(args(UPDATES)).stdout
+    assert f"Loaded checkpoint {tmp_path / 'checkpoint_last.pt'} (epoch 1 @ {STOPPED_AT} updates)" in resumed
+    assert sorted(logged_updates(first)) == list(range(1, STOPPED_AT + 1))
+    assert sorted(logged_updates(resumed)) == list(range(STOPPED_AT + 1, UPDATES + 1))
+    assert_same_checkpoints(lm_reference, tmp_path, UPDATES)
+
+
+def test_two_nodes_resume_mlm_nsp_as_update_freq_two(tiny_bert_corpus, tmp_path):
+    args = lambda save_dir, *extra: tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, *NO_DROPOUT, *extra)
+    reference = one_process_run(args(tmp_path / "one_process", "--max-update", UPDATES), tmp_path / "one_process")
+    first = train_two_nodes(args(tmp_path / "two", "--max-update", STOPPED_AT, *GLOO))
+    resumed = train_two_nodes(args(tmp_path / "two", "--max-update", UPDATES, *GLOO))
+    assert "distributed init (rank 0): env://" in first and f"@ {STOPPED_AT} updates)" in resumed
+    assert sorted(merged_updates([first, resumed])) == list(range(1, UPDATES + 1))
+    assert_same_checkpoints(reference, tmp_path / "two", UPDATES)
+
+
+def test_a_killed_node_ends_the_run_which_then_resumes(lm_reference, tiny_lm_corpus, tmp_path):
+    """SIGKILL of node 1's process mid-run: its connections close, node 0's next collective fails at
+    once ("Connection closed by peer"), both launchers exit non-zero; the same command then finishes the
+    run as if never interrupted."""
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES, *GLOO)
+    launchers = start_two_nodes(args)
+    before_kill = read_until_update(launchers[0], STOPPED_AT)
+    worker(launchers[1]).send_signal(signal.SIGKILL)
+    after_kill = finish(launchers)
+    assert [launcher.returncode for launcher in launchers] == [1, 1]
+    assert "exitcode  : -9" in after_kill[1] and "fairseq-train FAILED" in after_kill[0]
+    resumed = train_two_nodes(args)
+    assert "Loaded checkpoint" in resumed
+    assert sorted(merged_updates([before_kill + after_kill[0], resumed])) == list(range(1, UPDATES + 1))
+    assert_same_checkpoints(lm_reference, tmp_path, UPDATES)
+
+
+def test_a_frozen_node_ends_the_run_after_the_heartbeat_timeout(tiny_lm_corpus, tmp_path):
+    """SIGSTOP of node 1's process: its connections stay open, and without the fix node 0 waited in
+    its gradient all-reduce for gloo's default timeout, 30 minutes. With --heartbeat-timeout 20 it
+    fails after 20 s and node 0 exits non-zero."""
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1000, "--heartbeat-timeout", 20, *GLOO)
+    launchers = start_two_nodes(args)
+    read_until_update(launchers[0], 1)
+    frozen = worker(launchers[1])
+    frozen.send_signal(signal.SIGSTOP)
+    try:
+        node_0 = launchers[0].communicate(timeout=240)[0]
+    finally:
+        frozen.send_signal(signal.SIGKILL)
+        finish(launchers)
+    assert launchers[0].returncode == 1
+    assert "Timed out waiting 20000ms" in node_0
