@@ -38,6 +38,10 @@ WARMUP_UPDATES = 750
 DROPOUT = {"355M": 0.0}  # train_355M sets dropout and attention dropout 0; every other size 0.1
 DEFAULT_DROPOUT = 0.1
 PRECISION = ("--memory-efficient-fp16", "--fp16-init-scale", "4")  # fp16 on GPUs, as the authors
+# Fully sharded (FSDP, for models that do not fit one GPU): fairscale cannot wrap fairseq's fp32-built model for
+# --memory-efficient-fp16 (checks.py refuses the pair); under FSDP --fp16 keeps only fp32 shards and trains with
+# fairseq's memory-efficient fp16 optimizer (docs/distributed.md, "Fully sharded training").
+FULLY_SHARDED_PRECISION = ("--ddp-backend", "fully_sharded", "--fp16", "--fp16-init-scale", "4")
 
 # Learning rates. GPT-3 replicated (baseline) and NormFormer: the authors' README commands, the models of
 # Tables 1 and 6 (both tables report the same runs). Where recipes disagreed (355M baseline 1e-3 in the
@@ -134,8 +138,9 @@ def update_freq(tokens_per_update: int, world_size: int, batch_size: int, tokens
 
 
 def settings(table: str, size: str, model: str, world_size: int, batch_size=None,
-             tokens_per_sample: int = TOKENS_PER_SAMPLE) -> dict:  # fmt: skip
-    """Every setting of one run of ``table``: the model, LRs, batch arithmetic, optimiser, precision."""
+             tokens_per_sample: int = TOKENS_PER_SAMPLE, fully_sharded: bool = False) -> dict:  # fmt: skip
+    """Every setting of one run of ``table``: the model, LRs, batch arithmetic, optimiser, precision
+    (with ``fully_sharded``: FSDP's precision and backend)."""
     size = PRESET_SIZES.get(size, size)
     if table not in TABLES:
         raise ValueError(f"no settings for table {table!r}; one of {', '.join(TABLES)}")
@@ -151,7 +156,7 @@ def settings(table: str, size: str, model: str, world_size: int, batch_size=None
         "adam_betas": list(ADAM_BETAS), "adam_eps": ADAM_EPS, "weight_decay": WEIGHT_DECAY, "clip_norm": CLIP_NORM,
         "tokens_per_sample": tokens_per_sample, "tokens_per_update": TOKENS_PER_UPDATE[size],
         "world_size": world_size, "batch_size": batch_size, "update_freq": freq,
-        "max_update": TOTAL_TOKENS // TOKENS_PER_UPDATE[size], "precision": list(PRECISION),
+        "max_update": TOTAL_TOKENS // TOKENS_PER_UPDATE[size], "precision": list(FULLY_SHARDED_PRECISION if fully_sharded else PRECISION),
     }  # fmt: skip
 
 
@@ -181,7 +186,7 @@ def run_args(s: dict) -> dict:
 
 def shell_lines(runs: list) -> list:
     """bash assignments (for ``eval``): PAPER_* arrays keyed by "SIZE/MODEL", and the shared flags."""
-    lines = [f"PAPER_OPTIMIZER=({shlex.join(optimizer_args())})", f"PAPER_PRECISION=({shlex.join(PRECISION)})",
+    lines = [f"PAPER_OPTIMIZER=({shlex.join(optimizer_args())})", f"PAPER_PRECISION=({shlex.join(runs[0]['precision'])})",
              f"PAPER_SIZES=({' '.join(dict.fromkeys(s['size'] for s in runs))})"]  # fmt: skip
     columns = {"ARCH": "arch", "DROPOUT": "dropout", "WARMUP": "warmup_updates", "UPDATE_FREQ": "update_freq",
                "TOKENS_PER_UPDATE": "tokens_per_update", "MAX_UPDATE": "max_update", "BATCH_SIZE": "batch_size"}  # fmt: skip
@@ -207,6 +212,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--world-size", type=int, default=8, help="GPUs (processes) in all")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per GPU and pass (default: the authors')")
     p.add_argument("--tokens-per-sample", type=int, default=TOKENS_PER_SAMPLE)
+    p.add_argument("--fully-sharded", action="store_true",
+                   help="train with --ddp-backend fully_sharded (FSDP): --fp16 in place of --memory-efficient-fp16")
     p.add_argument("--format", choices=("json", "shell"), default="json")
     return p
 
@@ -221,8 +228,8 @@ def main(argv=None):
         return
     sizes = args.size or list(TABLES[args.table]["sizes"])
     try:
-        runs = [settings(args.table, size, model, args.world_size, args.batch_size, args.tokens_per_sample)
-                for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
+        runs = [settings(args.table, size, model, args.world_size, args.batch_size, args.tokens_per_sample,
+                         args.fully_sharded) for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
     except ValueError as e:
         sys.exit(f"normformer-paper-settings: error: {e}")
     print("\n".join(shell_lines(runs)) if args.format == "shell" else json.dumps(runs, indent=2))
