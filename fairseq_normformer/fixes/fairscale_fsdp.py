@@ -4,7 +4,8 @@ fairscale's FSDP was written for CUDA: it defaults its compute device to CUDA, o
 all-gathers and reduce-scatters on CUDA streams, pins freed memory with ``record_stream``, and
 fairseq's Trainer moves the gradient norm to CUDA before summing it over the shards. Each function
 below acts only without CUDA devices (or, for the optimizer state, on a CPU compute device);
-with CUDA, fairscale's and fairseq's code runs unchanged.
+with CUDA, fairscale's and fairseq's code runs unchanged. The exception, ``load_local_state_dict``,
+fixes a fairscale bug of every device (resuming from --use-sharded-state).
 """
 import torch
 from fairscale.internal import reduce_scatter_bucketer

@@ -57,10 +57,9 @@ def assert_same_losses(reference_dir, run_dir, updates, abs):
 
 @pytest.fixture(scope="module")
 def runs(tiny_lm_corpus, tmp_path_factory):
-    """save dir -> its run: the 1-process references (fp32, fp16) and the sharded runs they are compared with."""
+    """save dir -> its run: the 1-process reference and the sharded runs compared with it."""
     commands = {
         "reference": ["--update-freq", "2"],
-        "reference_fp16": ["--update-freq", "2", "--fp16"],
         "flat": SHARDED,
         "layers_sharded_state": [*SHARDED, "--checkpoint-activations", "--use-sharded-state"],
         "layers_fp16": [*SHARDED, "--min-params-to-wrap", "1", "--fp16"],
@@ -90,22 +89,18 @@ def all_weights(checkpoint) -> torch.Tensor:
     return torch.cat([w.float().flatten() for name, w in sorted(load(checkpoint)["model"].items()) if not name.endswith(ZERO_GRADIENT)])
 
 
-def test_fp16_layer_shards_match_fp16_update_freq_two(runs):
-    """fp16 rounds differently in the two runs (the sharded run computes in fp16 from fp32 shards and
-    reduce-scatters fp16 gradients; the reference accumulates fp16 gradients of an fp16 model). The loss
-    of a batch is summed in fp16 (~1900 nats, where fp16's resolution is 1 nat = 0.006 bits a token):
-    losses to 1e-2 (measured 1.5e-3). Adam's normalised steps turn rounding into element-wise differences
-    of up to lr per update, so the weights are compared as a whole: within 10% of how far the last 3
-    updates moved them (measured 3%; the 1-process fp16 run is 4% from the fp32 one; a lost or doubled
-    update would be >= 33%)."""
-    run, reference = runs["layers_fp16"], runs["reference_fp16"]
+def test_fp16_layer_shards_follow_update_freq_two(runs):
+    """fp16 against the fp32 reference, within what fp16's rounding allows. The loss of a batch is
+    summed in fp16 (~1900 nats, where fp16's resolution is 1 nat = 0.006 bits a token): losses to 1e-2
+    (measured 2.4e-4). Adam's normalised steps turn rounding into element-wise differences of up to lr
+    per update, so the weights are compared as a whole: within 10% of how far the last 3 updates moved
+    them (measured 3%; 1 process with --fp16 is 4% from fp32; a lost or doubled update is >= 33%)."""
+    run, reference = runs["layers_fp16"], runs["reference"]
     assert fsdp_instances(interval_checkpoint(run, UPDATES)) == 3  # the root and the 2 layers
     assert_same_losses(reference, run, range(1, UPDATES + 1), abs=1e-2)
     reference_weights, run_weights = all_weights(interval_checkpoint(reference, UPDATES)), all_weights(interval_checkpoint(run, UPDATES))
     moved = (reference_weights - all_weights(interval_checkpoint(reference, 1))).norm()
     assert (run_weights - reference_weights).norm() <= 0.1 * moved
-    scales = [load(interval_checkpoint(d, UPDATES))["last_optimizer_state"]["loss_scale"] for d in (reference, run)]
-    assert scales[0] == scales[1]  # the same overflows (none) in both
 
 
 @pytest.mark.skipif(
