@@ -38,6 +38,9 @@ if [ "$WITH_TEST" = "--test" ]; then
   fi
   pip_install -c "$CONSTRAINTS" -c requirements/base.txt -r "$CONSTRAINTS.test"
   pip_install --no-deps -r requirements/fsdp.txt
+  # fairseq imports fairscale at start-up, before any plugin code runs, and fairscale's import then warns
+  # twice about its own use of torch.cuda.amp: filtered (those two messages only) at interpreter start.
+  cp scripts/fairscale_warnings.pth "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 fi
 rm -f "$CONSTRAINTS" "$CONSTRAINTS.base" "$CONSTRAINTS.test"
 "$PY" -c "import fairseq, fairseq_normformer, numpy, torch; print('[install] fairseq', fairseq.__version__, '| numpy', numpy.__version__, '| torch', torch.__version__)"
