@@ -8,6 +8,7 @@ setup(
     python_requires=">=3.10",
     # fairseq itself is installed by scripts/install.sh (ve-fairseq, --no-deps); see docs/install.md.
     install_requires=[],
+    extras_require={"fsdp": ["fairscale==0.4.13"]},  # --ddp-backend fully_sharded (requirements/fsdp.txt)
     entry_points={
         "console_scripts": [
             "normformer-build-corpus=fairseq_normformer.cli.build_corpus:main",
@@ -20,6 +21,7 @@ setup(
             "normformer-paper-settings=fairseq_normformer.paper:main",
             "normformer-predict=fairseq_normformer.cli.predict:main",
             "normformer-swag-data=fairseq_normformer.cli.swag_data:main",
+            "normformer-consolidate=fairseq_normformer.cli.consolidate:main",
         ]
     },
 )

@@ -8,6 +8,7 @@ What a task reads from its data directory is declared (``DataNeeds``), not impor
 carry a ``data_needs`` attribute, fairseq's are listed in FAIRSEQ_TASK_NEEDS.
 """
 import argparse
+import importlib.util
 import os
 import re
 import sys
@@ -139,8 +140,9 @@ def check_config(cfg, on_cpu: bool, cli: str = "") -> None:
     check_precision(cfg.common, on_cpu)
     check_distributed_backend(cfg.distributed_training, on_cpu)
     check_process_group_size(cfg.distributed_training)
+    check_fully_sharded(cfg.distributed_training)
     if cli in TRAINING_CLIS:
-        check_restore_file(cfg.checkpoint)
+        check_restore_file(cfg.checkpoint, cfg.distributed_training)
 
 
 def task_data_needs(task_name):
@@ -230,10 +232,15 @@ def check_positive(cfg, names: re.Pattern, rule: str) -> None:
             raise BadInput(f"--{name.replace('_', '-')} {value}: {rule}")
 
 
-def check_restore_file(checkpoint_cfg) -> None:
-    """fairseq trains from scratch, with an info line, when --restore-file names no file."""
+def check_restore_file(checkpoint_cfg, dist_cfg) -> None:
+    """fairseq trains from scratch, with an info line, when --restore-file names no file (with
+    --use-sharded-state, rank r reads <name>-shard<r>.pt: the first shard is checked)."""
     restore = checkpoint_cfg.restore_file
-    if restore != "checkpoint_last.pt" and "://" not in restore and not os.path.isfile(restore):
+    if restore == "checkpoint_last.pt" or "://" in restore:
+        return
+    if dist_cfg.ddp_backend == "fully_sharded" and dist_cfg.use_sharded_state:
+        restore = restore.replace(".pt", "-shard0.pt")
+    if not os.path.isfile(restore):
         raise BadInput(f"--restore-file {restore!r} does not exist: fairseq would train from scratch")
 
 
@@ -242,6 +249,24 @@ def check_precision(common_cfg, on_cpu: bool) -> None:
         raise BadInput(
             "--amp uses CUDA autocast, which does nothing on CPU (training would silently run in "
             "fp32): drop --amp, or use --bf16 for bfloat16 training on CPU"
+        )
+
+
+def check_fully_sharded(dist_cfg) -> None:
+    """--ddp-backend fully_sharded needs fairscale (fairseq's own message says ``pip install fairscale``,
+    which would replace torch); and fairseq builds the model in fp32 and then wraps it, while fairscale's
+    FSDP wants fp16 weights for --memory-efficient-fp16 ("Expecting FP16 param type in pure FP16 mode")."""
+    if dist_cfg.ddp_backend != "fully_sharded":
+        return
+    if importlib.util.find_spec("fairscale") is None:
+        raise ValueError(
+            "--ddp-backend fully_sharded needs fairscale: pip install --no-deps -r requirements/fsdp.txt "
+            "(--no-deps keeps your torch)"
+        )
+    if dist_cfg.memory_efficient_fp16:
+        raise ValueError(
+            "--memory-efficient-fp16 does not work with --ddp-backend fully_sharded (fairseq wraps an fp32 model): "
+            "use --fp16, which under fully_sharded keeps only fp32 shards and fairseq's memory-efficient fp16 optimizer"
         )
 
 

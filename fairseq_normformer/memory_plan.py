@@ -35,6 +35,7 @@ FSDP_MIN_PARAMS_TO_WRAP = 10**8  # fairseq's --min-params-to-wrap default
 
 # precision: (bytes of a weight, gradient and activation; keeps an fp32 master copy)
 PRECISIONS = {"fp32": (4, False), "fp16": (2, True), "bf16": (2, True), "memory-efficient-fp16": (2, False)}
+FSDP_PRECISION = {"memory-efficient-fp16": "fp16"}
 BACKEND_ARGS = {
     "c10d": ["--ddp-backend", "pytorch_ddp"],
     "zero-os": ["--ddp-backend", "pytorch_ddp", "--zero-sharding", "os"],
@@ -187,6 +188,8 @@ class Plan:
 
 def plan(preset: str, precision: str, backend: str, world_size: int, batch_size: int, seq_len: int,
          checkpoint_activations=False, dropout=True) -> Plan:  # fmt: skip
+    if backend.startswith("fsdp"):  # fully_sharded refuses --memory-efficient-fp16 (checks.py): it runs --fp16
+        precision = FSDP_PRECISION.get(precision, precision)
     s = ModelShape.gpt3(preset)
     element = PRECISIONS[precision][0]
     counts = state_bytes(s, precision, backend, world_size, checkpoint_activations)

@@ -43,6 +43,11 @@ WARMUP_UPDATES = 750
 DROPOUT = {"355M": 0.0}  # train_355M sets dropout and attention dropout 0; every other size 0.1
 DEFAULT_DROPOUT = 0.1
 PRECISION = ("--memory-efficient-fp16", "--fp16-init-scale", "4")  # fp16 on GPUs, as the authors
+# Fully sharded (FSDP, for models that do not fit one GPU): fairscale cannot wrap fairseq's fp32-built model for
+# --memory-efficient-fp16 (checks.py refuses the pair); under FSDP --fp16 keeps only fp32 shards and trains with
+# fairseq's memory-efficient fp16 optimizer (docs/distributed.md, "Fully sharded training").
+FSDP_FP16 = ("--fp16", "--fp16-init-scale", "4")  # fully_sharded refuses --memory-efficient-fp16 (checks.py)
+FULLY_SHARDED_PRECISION = ("--ddp-backend", "fully_sharded", *FSDP_FP16)
 
 # Learning rates. GPT-3 replicated (baseline) and NormFormer: the authors' README commands, the models of
 # Tables 1 and 6 (both tables report the same runs). Where recipes disagreed (355M baseline 1e-3 in the
@@ -139,8 +144,9 @@ def update_freq(tokens_per_update: int, world_size: int, batch_size: int, tokens
 
 
 def settings(table: str, size: str, model: str, world_size: int, batch_size=None,
-             tokens_per_sample: int = TOKENS_PER_SAMPLE) -> dict:  # fmt: skip
-    """Every setting of one run of ``table``: the model, LRs, batch arithmetic, optimiser, precision."""
+             tokens_per_sample: int = TOKENS_PER_SAMPLE, fully_sharded: bool = False) -> dict:  # fmt: skip
+    """Every setting of one run of ``table``: the model, LRs, batch arithmetic, optimiser, precision
+    (with ``fully_sharded``: FSDP's precision and backend)."""
     size = PRESET_SIZES.get(size, size)
     if table not in TABLES:
         raise ValueError(f"no settings for table {table!r}; one of {', '.join(TABLES)}")
@@ -156,7 +162,7 @@ def settings(table: str, size: str, model: str, world_size: int, batch_size=None
         "adam_betas": list(ADAM_BETAS), "adam_eps": ADAM_EPS, "weight_decay": WEIGHT_DECAY, "clip_norm": CLIP_NORM,
         "tokens_per_sample": tokens_per_sample, "tokens_per_update": TOKENS_PER_UPDATE[size],
         "world_size": world_size, "batch_size": batch_size, "update_freq": freq,
-        "max_update": TOTAL_TOKENS // TOKENS_PER_UPDATE[size], "precision": list(PRECISION),
+        "max_update": TOTAL_TOKENS // TOKENS_PER_UPDATE[size], "precision": list(FULLY_SHARDED_PRECISION if fully_sharded else PRECISION),
     }  # fmt: skip
 
 
@@ -186,13 +192,14 @@ def run_args(s: dict) -> dict:
 
 def shell_lines(runs: list) -> list:
     """bash assignments (for ``eval``): PAPER_* arrays keyed by "SIZE/MODEL", and the shared flags."""
-    lines = [f"PAPER_OPTIMIZER=({shlex.join(optimizer_args())})", f"PAPER_PRECISION=({shlex.join(PRECISION)})",
+    lines = [f"PAPER_OPTIMIZER=({shlex.join(optimizer_args())})", f"PAPER_PRECISION=({shlex.join(runs[0]['precision'])})",
              f"PAPER_SIZES=({' '.join(dict.fromkeys(s['size'] for s in runs))})"]  # fmt: skip
     columns = {"ARCH": "arch", "DROPOUT": "dropout", "WARMUP": "warmup_updates", "UPDATE_FREQ": "update_freq",
                "TOKENS_PER_UPDATE": "tokens_per_update", "MAX_UPDATE": "max_update", "BATCH_SIZE": "batch_size"}  # fmt: skip
     keyed = {name: {f"{s['size']}/{s['model']}": str(s[column]) for s in runs} for name, column in columns.items()}
     if "memory_args" in runs[0]:
         keyed["MEMORY_ARGS"] = {f"{s['size']}/{s['model']}": shlex.join(s["memory_args"]) for s in runs}
+    keyed["PRECISION_ARGS"] = {f"{s['size']}/{s['model']}": shlex.join(s["precision"]) for s in runs}
     keyed["LRS"] = {f"{s['size']}/{s['model']}": " ".join(map(lr_text, s["lrs"])) for s in runs}
     for group in ("MODEL", "BATCH", "SCHEDULE"):
         keyed[f"{group}_ARGS"] = {f"{s['size']}/{s['model']}": shlex.join(run_args(s)[group]) for s in runs}
@@ -217,6 +224,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=None, help="sequences per GPU and pass (default: the authors')")
     p.add_argument("--tokens-per-sample", type=int, default=TOKENS_PER_SAMPLE,
                    help=f"sequence length, which sets --update-freq for the paper's tokens per update (default: {TOKENS_PER_SAMPLE})")
+    p.add_argument("--fully-sharded", action="store_true",
+                   help="train with --ddp-backend fully_sharded (FSDP): --fp16 in place of --memory-efficient-fp16")
     p.add_argument("--format", choices=("json", "shell"), default="json",
                    help="json: the settings as JSON; shell: bash assignments (PAPER_* arrays) the recipes eval; "
                    "with --memory: text by default, shell prints MEMORY_ARGS=(...) and the text on stderr")
@@ -276,7 +285,8 @@ def main(argv=None):
     table = "6" if args.memory else args.table
     sizes = args.size or list(TABLES[table]["sizes"])
     try:
-        runs = [settings(table, size, model, args.world_size, args.batch_size, args.tokens_per_sample)
+        runs = [settings(table, size, model, args.world_size, args.batch_size, args.tokens_per_sample,
+                         args.fully_sharded)
                 for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
         if args.memory:
             return memory_main(args, runs)
@@ -287,6 +297,8 @@ def main(argv=None):
         print("\n".join(memory_plan.report_lines(p)), file=sys.stderr)
     for s, p in zip(runs, plans):
         s["memory_args"] = p.fairseq_args()
+        if p.backend.startswith("fsdp"):
+            s["precision"] = list(FSDP_FP16)
     print("\n".join(shell_lines(runs)) if args.format == "shell" else json.dumps(runs, indent=2))
 
 

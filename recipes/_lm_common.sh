@@ -63,10 +63,10 @@ recipe_settings() {
 # paper_args SIZE MODEL: into the array ARGS, one paper-scale run's model, batch, optimiser, schedule
 # precision and memory-plan flags (all but --lr); MAX_UPDATE=N shortens the schedule.
 paper_args() {
-  local key="$1/$2" model batch schedule memory
+  local key="$1/$2" model batch schedule precision memory
   eval "model=(${PAPER_MODEL_ARGS[$key]}) batch=(${PAPER_BATCH_ARGS[$key]}) schedule=(${PAPER_SCHEDULE_ARGS[$key]})"
-  eval "memory=(${PAPER_MEMORY_ARGS[$key]})"
-  ARGS=("${model[@]}" "${batch[@]}" "${PAPER_OPTIMIZER[@]}" "${schedule[@]}" "${PAPER_PRECISION[@]}" "${memory[@]}")
+  eval "precision=(${PAPER_PRECISION_ARGS[$key]}) memory=(${PAPER_MEMORY_ARGS[$key]})"
+  ARGS=("${model[@]}" "${batch[@]}" "${PAPER_OPTIMIZER[@]}" "${schedule[@]}" "${precision[@]}" "${memory[@]}")
   if [ -n "${MAX_UPDATE:-}" ]; then ARGS+=(--total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE"); fi
 }
 

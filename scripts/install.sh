@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install fairseq-normformer and everything it needs into the environment of PYTHON.
 #   scripts/install.sh [PYTHON] [--test]
+# --test also installs the test requirements and the fsdp extra (requirements/fsdp.txt: fairscale, for
+# --ddp-backend fully_sharded; without --test: pip install --no-deps -r requirements/fsdp.txt).
 # - torch: an existing torch (e.g. a CUDA build on a GPU host) is kept; otherwise torch==2.13.0
 #   is installed (a CPU wheel on the CI machines). A constraint pins the installed torch so that
 #   no later step can replace it with another build.
@@ -35,6 +37,10 @@ if [ "$WITH_TEST" = "--test" ]; then
     cp requirements/test.txt "$CONSTRAINTS.test"
   fi
   pip_install -c "$CONSTRAINTS" -c requirements/base.txt -r "$CONSTRAINTS.test"
+  pip_install --no-deps -r requirements/fsdp.txt
+  # fairseq imports fairscale at start-up, before any plugin code runs, and fairscale's import then warns
+  # twice about its own use of torch.cuda.amp: filtered (those two messages only) at interpreter start.
+  cp scripts/fairscale_warnings.pth "$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/"
 fi
 rm -f "$CONSTRAINTS" "$CONSTRAINTS.base" "$CONSTRAINTS.test"
 "$PY" -c "import fairseq, fairseq_normformer, numpy, torch; print('[install] fairseq', fairseq.__version__, '| numpy', numpy.__version__, '| torch', torch.__version__)"

@@ -32,7 +32,7 @@ lm_train_args() {
     LM_ARGS+=(--cpu --distributed-backend gloo)
     PORT=${PORT:-$("$PY" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')}
   else
-    eval "LM_ARGS+=(${PAPER_PRECISION[*]@Q} ${PAPER_MEMORY_ARGS[$key]})"
+    eval "LM_ARGS+=(${PAPER_PRECISION_ARGS[$key]} ${PAPER_MEMORY_ARGS[$key]})"
   fi
   LM_ARGS+=(
     --user-dir "${USER_DIR:-$(normformer-user-dir)}" --task language_modeling

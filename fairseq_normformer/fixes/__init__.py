@@ -7,6 +7,8 @@ readers; tests/test_fixes.py checks that what is installed is what the table say
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+import torch
+
 from fairseq import checkpoint_utils
 from fairseq.data import data_utils, iterators
 from fairseq.dataclass import utils as dataclass_utils
@@ -18,6 +20,11 @@ from .. import checks
 from . import batch_prefetch, batches, checkpoints, cpu_training, distributed
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
+
+try:  # fairscale: the fsdp extra (requirements/fsdp.txt), fairseq's --ddp-backend fully_sharded
+    from . import fairscale_fsdp
+except ImportError:
+    fairscale_fsdp = None
 
 SWITCHABLE = f"turned off by {CHECKS_SWITCH}=0"
 
@@ -165,6 +172,51 @@ FIXES = {
         on_cpu="those six messages are filtered (warnings.filterwarnings, by message); other warnings stay",
     ),
 }
+
+if fairscale_fsdp is not None:
+    fsdp = fairscale_fsdp.fairscale_fsdp  # fairscale's fully_sharded_data_parallel module
+    FIXES.update({
+        "fsdp_cpu_streams": Fix(
+            replacements=(
+                (fsdp, "torch", fairscale_fsdp.TorchWithCpuStreams()),
+                (torch.Tensor, "record_stream", fairscale_fsdp.record_stream),
+            ),
+            bug="fairscale's FSDP creates CUDA streams only when CUDA exists, then looks them up anyway "
+            "(KeyError: 'all_gather'), and calls record_stream, which CPU tensors do not have",
+            on_cpu="inside fairscale's FSDP module torch.cuda is torch.cpu (device-generic no-op streams); "
+            "record_stream with such a stream does nothing",
+            on_gpu="none: torch.cuda and record_stream are torch's",
+        ),
+        "fsdp_cpu_device": Fix(
+            replacements=((fsdp, "_get_default_cuda_device", fairscale_fsdp.default_compute_device),),
+            setup=fairscale_fsdp.use_collectives_gloo_has,
+            bug="fairscale's FSDP computes on torch.device('cuda') when the module is on CPU, and "
+            "all-gathers/reduce-scatters with the 'base' collectives, which gloo rejects",
+            on_cpu="compute device cpu; the list collectives (fairscale's ENABLE_NCCL_BASE_COLLECTIVES=0)",
+            on_gpu="none: fairscale's defaults",
+        ),
+        "fsdp_optimizer_state_gather": Fix(
+            replacements=((fsdp.FullyShardedDataParallel, "_gather_optim_state", fairscale_fsdp.gather_optim_state),),
+            bug="consolidating the optimizer state for a full checkpoint gathers every state tensor into one "
+            "reused buffer and keeps x.cpu() of it, which copies nothing on CPU: the saved Adam exp_avg "
+            "equals exp_avg_sq and a resumed run diverges without an error",
+            on_cpu="each state tensor is gathered into its own buffer",
+            on_gpu="none: fairscale's gather (.cpu() copies from the GPU)",
+        ),
+        "fsdp_sharded_resume": Fix(
+            replacements=((fsdp.FullyShardedDataParallel, "load_local_state_dict", fairscale_fsdp.load_local_state_dict),),
+            bug="loading a shard (--use-sharded-state resume) frees the gathered parameters of every FSDP wrapper, "
+            "which do not exist before the first forward: AttributeError '_full_param_padded'",
+            on_cpu="the wrappers are initialised first (fairscale's _lazy_init, as its full-state load does)",
+        ),
+        "fsdp_cpu_grad_norm": Fix(
+            replacements=((Trainer, "clip_grad_norm", fairscale_fsdp.clip_grad_norm),),
+            bug="under --ddp-backend fully_sharded, Trainer.clip_grad_norm moves the norm to CUDA "
+            "(total_norm.cuda()) before summing it over the shards",
+            on_cpu="the same sum on the CPU",
+            on_gpu="none: fairseq's clip_grad_norm",
+        ),
+    })
 
 
 def applied() -> bool:

@@ -74,6 +74,7 @@ def test_the_memory_plan_picks_the_backend_for_the_gpus_and_refuses_what_cannot_
     assert result.returncode == 0, result.stderr
     args = fairseq_train_args(result.stdout.strip())
     assert args.ddp_backend == "fully_sharded" and args.checkpoint_activations  # 2.7B on 8 x 16 GB
+    assert args.fp16 and not args.memory_efficient_fp16  # the precision fully_sharded accepts
     result = dry_run("train_lm_torchrun.sh", dict(env, GPU_MEM_GB="4"))
     assert result.returncode != 0 and not result.stdout
     assert "normformer_lm_gpt3_2_7 does not fit 8 GPUs of 4 GB" in result.stderr

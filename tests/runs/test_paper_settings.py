@@ -8,8 +8,9 @@ import sys
 
 import pytest
 from fairseq import options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-from fairseq_normformer import paper
+from fairseq_normformer import checks, paper
 from tests.conftest import REPO_ROOT, USER_DIR
 
 PY = {"PY": sys.executable, "PYTHONPATH": f"{REPO_ROOT}:{os.environ.get('PYTHONPATH', '')}"}
@@ -106,3 +107,21 @@ def test_the_figure_recipes_and_table5_train_the_same_pair(tmp_path):
     table5 = [train_settings(a) for a in recipe_dry_run("table5_ablations", tmp_path / "t5")]
     assert table5[0] == expected("5", "125M", "baseline", 8)
     assert {row[1] for row in table5[1:]} == {paper.settings("5", "125M", "normformer", 8)["lrs"][0]}
+
+
+def distributed_config(precision):
+    """fairseq-train's distributed_training config of a 1.3B run with ``precision``."""
+    argv = ["/data", "--task", "language_modeling", "--arch", "normformer_lm_gpt3_xl", "--user-dir", str(USER_DIR), *precision]
+    return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv)).distributed_training
+
+
+def test_fully_sharded_runs_get_the_precision_fsdp_accepts(capsys):
+    """The paper's --memory-efficient-fp16 is refused under --ddp-backend fully_sharded; --fully-sharded
+    prints FSDP with --fp16 (the same loss scale), which is accepted."""
+    paper.main(["--table", "6", "--size", "1.3B", "--model", "normformer", "--fully-sharded", "--format", "shell"])
+    line = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("PAPER_PRECISION="))
+    precision = shlex.split(line[len("PAPER_PRECISION=(") : -1])
+    assert precision == ["--ddp-backend", "fully_sharded", "--fp16", "--fp16-init-scale", "4"]
+    checks.check_fully_sharded(distributed_config(precision))
+    with pytest.raises(ValueError, match="--memory-efficient-fp16 does not work with --ddp-backend fully_sharded"):
+        checks.check_fully_sharded(distributed_config([*paper.PRECISION, "--ddp-backend", "fully_sharded"]))
