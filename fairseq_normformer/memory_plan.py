@@ -36,6 +36,7 @@ FSDP_MIN_PARAMS_TO_WRAP = 10**8  # fairseq's --min-params-to-wrap default
 # precision: (bytes of a weight, gradient and activation; keeps an fp32 master copy)
 PRECISIONS = {"fp32": (4, False), "fp16": (2, True), "bf16": (2, True), "memory-efficient-fp16": (2, False)}
 FSDP_PRECISION = {"memory-efficient-fp16": "fp16"}
+BUCKET_CAP_BYTES = 25 * 2**20  # fairseq's --bucket-cap-mb 25: fairscale's reduce-scatter bucket under FSDP
 BACKEND_ARGS = {
     "c10d": ["--ddp-backend", "pytorch_ddp"],
     "zero-os": ["--ddp-backend", "pytorch_ddp", "--zero-sharding", "os"],
@@ -117,7 +118,11 @@ def state_bytes(s: ModelShape, precision: str, backend: str, world_size: int, ch
         return {"weights": 0, "gradients": 0, "optimizer": 0, "ddp_buckets": 0, "fsdp_gathered": gathered}
     shard = math.ceil(params / world_size)
     shard_bytes = (4 if master else element) * shard  # with mixed precision the fp32 shard is the master
-    return {"weights": shard_bytes, "gradients": shard_bytes, "optimizer": ADAM_MOMENT_BYTES * shard,
+    # fairscale reduce-scatters the gradients of units smaller than its bucket's share (fairseq's
+    # --bucket-cap-mb over the ranks) through that bucket, and each gradient stays a view of the
+    # bucket's output shard, kept whole: at least BUCKET_CAP_BYTES / world_size bytes
+    gradients = max(shard_bytes, BUCKET_CAP_BYTES // world_size)
+    return {"weights": shard_bytes, "gradients": gradients, "optimizer": ADAM_MOMENT_BYTES * shard,
             "ddp_buckets": 0, "fsdp_gathered": gathered}  # fmt: skip
 
 

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 import torch
-from fairseq.distributed import utils as distributed_utils
 from fairseq_cli import train
 from safetensors.torch import load_file
 
@@ -103,11 +102,6 @@ def test_fp16_layer_shards_follow_update_freq_two(runs):
     assert (run_weights - reference_weights).norm() <= 0.1 * moved
 
 
-@pytest.mark.skipif(
-    distributed_utils._broadcast_object_slow.__module__ == "fairseq.distributed.utils",
-    reason="rank 0 broadcasts a full checkpoint with fairseq's _broadcast_object_slow, whose torch.load refuses its "
-    "DictConfig on torch >= 2.6: needs the resume branch's fix (fairseq_normformer/fixes/distributed.py)",
-)
 def test_resume_from_full_checkpoint_matches_uninterrupted_run(runs, tiny_lm_corpus, tmp_path):
     middle = interval_checkpoint(runs["flat"], UPDATES // 2)
     fairseq_train(lm_args(tiny_lm_corpus, tmp_path, *SHARDED, "--restore-file", middle))
