@@ -117,7 +117,9 @@ def test_reversed_pair_swaps_the_sides(tiny_locale_dir, tiny_translation_corpus,
 @pytest.mark.parametrize("args, message", [
     (["--source-lang", "fr", "--target-lang", "de"], "unknown language pair fr-de: gettext catalogues pair English"),
     (["--target-lang", "xx"], "no catalogues for xx: .*LC_MESSAGES holds no .mo files; languages with catalogues here: de"),
-    (["--max-chars", "5000"], "--max-chars caps the lm and bert formats; use --max-words for translation"),
+    (["--max-chars", "5000"], "--max-chars and --python-docs apply to the lm and bert formats; translation reads "
+                              r"the gettext catalogues \(--max-words caps them\)"),
+    (["--python-docs"], "--max-chars and --python-docs apply to the lm and bert formats"),
 ])  # fmt: skip
 def test_cli_errors_name_the_problem(tiny_locale_dir, tmp_path, args, message):
     argv = ["--out", str(tmp_path / "out"), "--format", "translation", "--locale-dir", str(tiny_locale_dir), *args]
