@@ -2,7 +2,8 @@
 processes follow 1 unsharded process with --update-freq 2 (the same 2 batches per update, dropout 0)
 in losses, weights and Adam's state; with one flat shard and with every layer wrapped (--min-params-to-wrap,
 --checkpoint-activations); in fp16; resumed from a full and from a sharded (--use-sharded-state)
-checkpoint; and a sharded checkpoint consolidated by normformer-consolidate evaluates and exports
+checkpoint, bit-identically in fp16 and after one of 2 torchrun nodes was SIGKILLed (the other exits at
+once); and a sharded checkpoint consolidated by normformer-consolidate evaluates and exports
 as the full one."""
 import importlib.util
 import re
@@ -19,9 +20,11 @@ from fairseq_normformer.cli import consolidate, export_hf
 from ..conftest import USER_DIR, run_cli
 from .fairseq_runs import interval_checkpoint, logged_loss, logged_updates, tiny_lm_args
 from .fairseq_runs import train as fairseq_train
+from .test_resume_data_parallel import kill_node_1_then_resume
 
 UPDATES = 4
 SHARDED = ["--distributed-world-size", "2", "--distributed-backend", "gloo", "--ddp-backend", "fully_sharded"]
+FP16_LAYERS = [*SHARDED, "--min-params-to-wrap", "1", "--fp16"]  # every layer its own FSDP instance
 ZERO_GRADIENT = "self_attn.k_proj.bias"  # its gradient is 0 in exact arithmetic (see test_data_parallel.py)
 
 
@@ -33,10 +36,10 @@ def load(checkpoint) -> dict:
     return torch.load(checkpoint, map_location="cpu", weights_only=False)
 
 
-def assert_same_state(reference, run, atol=1e-5):
-    """Weights and Adam's exp_avg/exp_avg_sq of two checkpoints of the same model, or of the same
-    rank's shards (the optimizer state of fairscale's full checkpoint is keyed as the unsharded
-    optimizer's)."""
+def assert_same_state(reference, run, atol=1e-5, rtol=1e-4):
+    """Weights (to atol) and Adam's exp_avg/exp_avg_sq (to atol and rtol) of two checkpoints of the
+    same model, or of the same rank's shards (the optimizer state of fairscale's full checkpoint is
+    keyed as the unsharded optimizer's)."""
     reference, run = load(reference), load(run)
     for name, weight in reference["model"].items():
         if not name.endswith(ZERO_GRADIENT):
@@ -45,7 +48,7 @@ def assert_same_state(reference, run, atol=1e-5):
     assert states[0].keys() == states[1].keys()
     for key in states[0]:
         for buffer in ("exp_avg", "exp_avg_sq"):  # the corrupted consolidation saved exp_avg == exp_avg_sq
-            torch.testing.assert_close(states[1][key][buffer], states[0][key][buffer], atol=atol, rtol=1e-4)
+            torch.testing.assert_close(states[1][key][buffer], states[0][key][buffer], atol=atol, rtol=rtol)
 
 
 def assert_same_losses(reference_dir, run_dir, updates, abs):
@@ -61,7 +64,7 @@ def runs(tiny_lm_corpus, tmp_path_factory):
         "reference": ["--update-freq", "2"],
         "flat": SHARDED,
         "layers_sharded_state": [*SHARDED, "--checkpoint-activations", "--use-sharded-state"],
-        "layers_fp16": [*SHARDED, "--min-params-to-wrap", "1", "--fp16"],
+        "layers_fp16": FP16_LAYERS,
     }
     saved = {}
     for name, extra in commands.items():
@@ -107,6 +110,27 @@ def test_resume_from_full_checkpoint_matches_uninterrupted_run(runs, tiny_lm_cor
     fairseq_train(lm_args(tiny_lm_corpus, tmp_path, *SHARDED, "--restore-file", middle))
     assert_same_losses(runs["flat"], tmp_path, range(UPDATES // 2 + 1, UPDATES + 1), abs=1e-5)
     assert_same_state(interval_checkpoint(runs["flat"], UPDATES), interval_checkpoint(tmp_path, UPDATES))
+
+
+def test_resume_fp16_is_the_uninterrupted_fp16_run(runs, tiny_lm_corpus, tmp_path):
+    """Resumed from the full checkpoint of update 2 (fp32 weights and Adam state), the same
+    --fp16 configuration repeats the same arithmetic: losses and state at updates 3-4 are bit-identical."""
+    uninterrupted, resumed_updates = runs["layers_fp16"], range(UPDATES // 2 + 1, UPDATES + 1)
+    middle = interval_checkpoint(uninterrupted, UPDATES // 2)
+    fairseq_train(lm_args(tiny_lm_corpus, tmp_path, *FP16_LAYERS, "--restore-file", middle))
+    assert_same_losses(uninterrupted, tmp_path, resumed_updates, abs=0)
+    for update in resumed_updates:
+        assert_same_state(interval_checkpoint(uninterrupted, update), interval_checkpoint(tmp_path, update), atol=0, rtol=0)
+
+
+def test_a_killed_rank_ends_the_sharded_run_which_then_resumes(runs, tiny_lm_corpus, tmp_path):
+    """Two torchrun nodes; SIGKILL of node 1's process once node 0 logged update 2: node 0's next
+    collective (here: gathering the full checkpoint) fails at once, its peer's connection gone; the
+    same command resumes from checkpoint_last.pt (update 1 or 2) to a run bit-identical to the
+    uninterrupted flat run."""
+    kill_node_1_then_resume(lm_args(tiny_lm_corpus, tmp_path, *SHARDED), UPDATES)
+    assert_same_losses(runs["flat"], tmp_path, range(1, UPDATES + 1), abs=0)
+    assert_same_state(interval_checkpoint(runs["flat"], UPDATES), interval_checkpoint(tmp_path, UPDATES), atol=0, rtol=0)
 
 
 def shard(checkpoint, rank: int):

@@ -78,6 +78,21 @@ def merged_updates(logs) -> dict:
     return merged
 
 
+def kill_node_1_then_resume(args, updates: int):
+    """Two nodes run ``args`` (``--max-update updates``) until node 0 logs update ``updates // 2``;
+    SIGKILL of node 1's process ends both launchers non-zero; the same command then resumes from a
+    checkpoint and finishes, and every update is logged, a redone one with the same loss."""
+    launchers = start_two_nodes(args)
+    before_kill = read_until_update(launchers[0], updates // 2)
+    worker(launchers[1]).send_signal(signal.SIGKILL)
+    after_kill = finish(launchers)
+    assert [launcher.returncode for launcher in launchers] == [1, 1]
+    assert "exitcode  : -9" in after_kill[1] and "fairseq-train FAILED" in after_kill[0]
+    resumed = train_two_nodes(args)
+    assert "Loaded checkpoint" in resumed
+    assert sorted(merged_updates([before_kill + after_kill[0], resumed])) == list(range(1, updates + 1))
+
+
 @pytest.fixture(scope="module")
 def lm_reference(tiny_lm_corpus, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("lm_one_process")
@@ -110,15 +125,7 @@ def test_a_killed_node_ends_the_run_which_then_resumes(lm_reference, tiny_lm_cor
     once ("Connection closed by peer"), both launchers exit non-zero; the same command then finishes the
     run as if never interrupted."""
     args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES, *GLOO)
-    launchers = start_two_nodes(args)
-    before_kill = read_until_update(launchers[0], STOPPED_AT)
-    worker(launchers[1]).send_signal(signal.SIGKILL)
-    after_kill = finish(launchers)
-    assert [launcher.returncode for launcher in launchers] == [1, 1]
-    assert "exitcode  : -9" in after_kill[1] and "fairseq-train FAILED" in after_kill[0]
-    resumed = train_two_nodes(args)
-    assert "Loaded checkpoint" in resumed
-    assert sorted(merged_updates([before_kill + after_kill[0], resumed])) == list(range(1, UPDATES + 1))
+    kill_node_1_then_resume(args, UPDATES)
     assert_same_checkpoints(lm_reference, tmp_path, UPDATES)
 
 
