@@ -1,7 +1,7 @@
 # Shared by the causal-LM recipes (Tables 3, 5, 6, 7, 8 and Figures 2-5), whose header, run-directory
 # convention, log and wait_runs recipes/xiong_warmup_study.sh reuses too; sourced, not run.
 #
-#   recipes/<recipe>.sh [paper|tiny] [OUT_DIR]
+#   recipes/<recipe>.sh [paper|tiny|small] [OUT_DIR]
 #
 # paper: the paper's settings (fairseq_normformer/paper.py, `normformer-paper-settings`), for a GPU
 #        cluster. Needs DATA (a fairseq-preprocess directory of your corpus). WORLD_SIZE GPUs (default 8),
@@ -11,6 +11,10 @@
 #        checkpointing that fit, prints its arithmetic, and refuses a run that cannot fit.
 # tiny:  a scaled-down run on 2 CPU cores within 15 minutes, on the standard-library docstring
 #        corpus (built under work/recipes/ on first use). Two single-threaded runs go in parallel.
+# small: 4 layers x 256 on the Python manual (normformer-build-corpus --python-docs, needs the Debian package
+#        python3.11-doc), a run of a few hundred updates in minutes on 2 CPU cores: where the paper's
+#        "NormFormer tolerates a higher LR" shows on CPU (docs/results/small/README.md). Recipes with
+#        their own shapes (Tables 6, 8, Xiong) set SCALES="paper tiny" before sourcing this file.
 # Runs follow the run-directory convention of recipes/_run_dir.sh (docs/recipes.md): DRY_RUN=1 prints
 # the commands without running them, every command is appended to OUT_DIR/commands.sh, finished runs
 # (a "done" marker) are reused, never trained again.
@@ -24,30 +28,27 @@ RECIPE="$(basename "$0" .sh)"
 SCALE="${1:-paper}"
 OUT="$(mkdir -p "${2:-$REPO/work/recipes/$RECIPE-$SCALE}" && cd "${2:-$REPO/work/recipes/$RECIPE-$SCALE}" && pwd)"
 source "$REPO/recipes/_run_dir.sh"
-case "$SCALE" in
-  paper | tiny) ;;
-  *) echo "usage: $0 [paper|tiny] [OUT_DIR]" >&2; exit 2 ;;
-esac
-if [ "$SCALE" = tiny ]; then export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"; fi
-JOBS="${JOBS:-$([ "$SCALE" = tiny ] && echo 2 || echo 1)}"  # runs at a time
+SCALES="${SCALES:-paper tiny small}"
+if [[ " $SCALES " != *" $SCALE "* ]]; then echo "usage: $0 [${SCALES// /|}] [OUT_DIR]" >&2; exit 2; fi
+if [ "$SCALE" != paper ]; then export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"; fi
+JOBS="${JOBS:-$([ "$SCALE" = paper ] && echo 1 || echo 2)}"  # runs at a time
 
 log() { echo "[$RECIPE $SCALE] $*" >&2; }
 
 # --- data -----------------------------------------------------------------------------------
 data_dir() {
-  if [ "$SCALE" = paper ]; then
-    : "${DATA:?set DATA to a fairseq-preprocess output directory (the paper used a private corpus)}"
-    echo "$DATA"
-  else
-    local corpus="$REPO/work/recipes/corpus-lm-v2000"
-    [ "$DRY_RUN" = 1 ] || run "$BIN/normformer-build-corpus" --out "$corpus" --vocab-size 2000 >&2
-    echo "$corpus/data-bin"
-  fi
+  local corpus="$REPO/work/recipes/corpus-lm-v2000" source=()
+  case "$SCALE" in
+    paper) echo "${DATA:?set DATA to a fairseq-preprocess output directory (the paper used a private corpus)}"; return ;;
+    small) corpus="$REPO/work/recipes/corpus-pydocs-v2000" source=(--python-docs) ;;
+  esac
+  [ "$DRY_RUN" = 1 ] || run "$BIN/normformer-build-corpus" --out "$corpus" "${source[@]}" --vocab-size 2000 >&2
+  echo "$corpus/data-bin"
 }
 
 # --- the paper's settings -----------------------------------------------------------------------
 # recipe_settings TABLE [SIZE...]: the PAPER_* arrays of one paper table (paper_settings), for WORLD_SIZE
-# GPUs at paper scale; the tiny scale uses the paper's optimiser (PAPER_OPTIMIZER) only.
+# GPUs at paper scale; the CPU scales use the paper's optimiser (PAPER_OPTIMIZER) only.
 recipe_settings() {
   local table="$1" size flags=()
   shift
@@ -75,10 +76,19 @@ PAPER_TRAIN=(--task language_modeling_analysis --sample-break-mode none --requir
   --validate-interval-updates 1000 --save-interval-updates 10000 --keep-interval-updates 2
   --no-epoch-checkpoints --seed 1 --log-format json --log-interval 100)
 
-# The same recipe scaled down for 2 CPU cores (fp32: fp16 needs a GPU).
-TINY_MODEL=(--arch normformer_lm --decoder-layers 6 --decoder-embed-dim 64 --decoder-ffn-embed-dim 256
-  --decoder-attention-heads 4 --share-decoder-input-output-embed)
-tiny_train() {  # tiny_train MAX_UPDATE: into the array TRAIN
+# The same recipe scaled down for 2 CPU cores (fp32: fp16 needs a GPU): CPU_MODEL, the baseline's shape;
+# CPU_LRS, the baseline's and NormFormer's LR (small: the best of each in the sweep of
+# `recipes/table7_hparams.sh small`, docs/results/small/); CPU_PAIR_UPDATES, the length of the pair of Figs. 2-5.
+if [ "$SCALE" = small ]; then
+  CPU_MODEL=(--arch normformer_lm --decoder-layers 4 --decoder-embed-dim 256 --decoder-ffn-embed-dim 1024
+    --decoder-attention-heads 4 --share-decoder-input-output-embed)
+  CPU_LRS=(3e-3 6e-3) CPU_PAIR_UPDATES=300
+else
+  CPU_MODEL=(--arch normformer_lm --decoder-layers 6 --decoder-embed-dim 64 --decoder-ffn-embed-dim 256
+    --decoder-attention-heads 4 --share-decoder-input-output-embed)
+  CPU_LRS=(3e-3 3e-3) CPU_PAIR_UPDATES=800
+fi
+cpu_train() {  # cpu_train MAX_UPDATE: into the array TRAIN
   TRAIN=(--task language_modeling_analysis --sample-break-mode none --tokens-per-sample 128 --batch-size 16
     "${PAPER_OPTIMIZER[@]}" --lr-scheduler polynomial_decay --warmup-updates $(($1 / 10)) --total-num-update "$1" --max-update "$1"
     --dropout 0.1 --attention-dropout 0.1 --validate-interval-updates $(($1 / 10)) --validate-interval 1000
@@ -98,8 +108,8 @@ small_baseline_common() {  # small_baseline_common TABLE: into COMMON, data + tr
     paper_args 125M baseline
     COMMON=("$data_bin" "${PAPER_TRAIN[@]}" "${ARGS[@]}")
   else
-    tiny_train "${UPDATES:-300}"
-    COMMON=("$data_bin" "${TRAIN[@]}" "${TINY_MODEL[@]}")
+    cpu_train "${UPDATES:-300}"
+    COMMON=("$data_bin" "${TRAIN[@]}" "${CPU_MODEL[@]}")
   fi
 }
 
@@ -148,9 +158,9 @@ pair_runs() {
     paper_args 125M normformer && nf=("${ARGS[@]}")
     common=("$data" "${PAPER_TRAIN[@]}")
   else
-    base_lr="${BASE_LR:-3e-3}" nf_lr="${NF_LR:-3e-3}" interval="${GRAD_NORM_INTERVAL:-5}"
-    tiny_train "${PAIR_UPDATES:-800}"
-    base=("${TINY_MODEL[@]}") nf=("${TINY_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
+    base_lr="${BASE_LR:-${CPU_LRS[0]}}" nf_lr="${NF_LR:-${CPU_LRS[1]}}" interval="${GRAD_NORM_INTERVAL:-5}"
+    cpu_train "${PAIR_UPDATES:-$CPU_PAIR_UPDATES}"
+    base=("${CPU_MODEL[@]}") nf=("${CPU_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
     common=("$data" "${TRAIN[@]}")
   fi
   for seed in $(seq "$SEEDS"); do

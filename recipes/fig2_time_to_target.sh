@@ -3,7 +3,7 @@
 # time; the star marks the first validation at which NormFormer reaches the baseline's final
 # perplexity ("reaches the same perplexity N% faster").
 #
-#   recipes/fig2_time_to_target.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#   recipes/fig2_time_to_target.sh [paper|tiny|small] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
 # Writes OUT_DIR/fig2_time_to_target.{png,md,json} and OUT_DIR/commands.sh. The two runs are
 # shared with Figures 3-5 (work/recipes/lm-pair-SCALE, or PAIR=...). SEEDS=N: N pairs (seed K's baseline

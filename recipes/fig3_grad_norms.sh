@@ -2,7 +2,7 @@
 # Figure 3: the average L1 norm of the gradient of FC2's weight in each layer, early in training,
 # for a Pre-LN baseline and a NormFormer (the baseline's early layers get much larger gradients).
 #
-#   recipes/fig3_grad_norms.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#   recipes/fig3_grad_norms.sh [paper|tiny|small] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
 # EARLY=N plots updates 1..N (paper scale default 10000, tiny 200). SEEDS=N: the mean over the seeds with a
 # band of ± one standard deviation. Writes OUT_DIR/fig3_grad_norms.png.

@@ -2,7 +2,7 @@
 # Figure 5: NormFormer's average L1 gradient norm over the baseline's, per parameter and layer,
 # averaged over a window of updates (NormFormer lowers early layers' gradients relative to late ones).
 #
-#   recipes/fig5_grad_ratio.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#   recipes/fig5_grad_ratio.sh [paper|tiny|small] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
 # WINDOW=START:END (paper scale default 1:10000, tiny 1:200). SEEDS=N: each seed's ratios (seed K's NormFormer
 # over seed K's baseline), their mean ± std. Writes OUT_DIR/fig5_grad_ratio.{png,md}.

@@ -4,7 +4,7 @@
 # rate reached, and the operation and layer whose activations first overflowed (> 65504, the fp16
 # maximum, or non-finite), found by forward hooks (normformer-analyze lr-stability, docs/analysis.md).
 #
-#   recipes/table3_lr_stability.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#   recipes/table3_lr_stability.sh [paper|tiny|small] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
 # Paper scale: 125M baseline and NormFormer in fp16 on GPUs (fairseq's loss scaler decides when the
 # run cannot recover); PEAK_LR and WARMUP default to `normformer-paper-settings --table 3` (this
@@ -26,7 +26,7 @@ else
   PEAK_LR="${PEAK_LR:-2.0}" WARMUP="${WARMUP:-1000}"
   MODEL_ARGS=(--sample-break-mode none --tokens-per-sample 128 --batch-size 16 "${PAPER_OPTIMIZER[@]}"
     --dropout 0.1 --attention-dropout 0.1 --cpu --num-workers 0 --disable-validation --no-save --seed 1)
-  BASE=("${TINY_MODEL[@]}") NF=("${TINY_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
+  BASE=("${CPU_MODEL[@]}") NF=("${CPU_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
 fi
 
 stability_run() {  # stability_run NAME SEED MODEL_FLAGS...: reuses a finished run (the runner marks it done)

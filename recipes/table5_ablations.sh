@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Table 5: ablations of NormFormer's operations, one run per row, final validation perplexity.
 #
-#   recipes/table5_ablations.sh [paper|tiny] [OUT_DIR]     (see recipes/_lm_common.sh)
+#   recipes/table5_ablations.sh [paper|tiny|small] [OUT_DIR]     (see recipes/_lm_common.sh)
 #
 # Rows: the Pre-LN baseline; NormFormer (Post-Attn LN + FFN LN + HeadScale); NormFormer without each
 # of the three; with ResScale (λ_resid) added; with LN on q, k, v added ("+3 More LN"). Paper scale:
 # 125M (GPT-3 Small), the baseline and every NormFormer row at their LRs of
-# `normformer-paper-settings --table 5` (the authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3, UPDATES=300 each.
+# `normformer-paper-settings --table 5` (the authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3,
+# UPDATES=300 each; small: the baseline at 3e-3 and every NormFormer row at 6e-3 (each model's best in the
+# sweep of table7_hparams.sh small), UPDATES=300 each.
 # SEEDS=N trains every row N times (docs/recipes.md). Writes OUT_DIR/table5.md.
 source "$(dirname "$0")/_lm_common.sh"
 small_baseline_common 5
 if [ "$SCALE" = paper ]; then
   BASE_LR="${LR:-${PAPER_LRS[125M/baseline]}}" NF_LR="${LR:-${PAPER_LRS[125M/normformer]}}"
 else
-  BASE_LR="${LR:-3e-3}" NF_LR="${LR:-3e-3}"
+  BASE_LR="${LR:-${CPU_LRS[0]}}" NF_LR="${LR:-${CPU_LRS[1]}}"
 fi
 ROWS=(
   "Baseline (Pre-LN)|$BASE_LR|"

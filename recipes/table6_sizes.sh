@@ -8,6 +8,7 @@
 # normformer_lm accepts; here both models of a size use GELU, so that each row compares the NormFormer
 # operations alone). SIZES="125M 355M" picks sizes. Tiny: 2x64, 4x96 and 6x128 (layers x width), 300
 # updates each at LR 3e-3. SEEDS=N trains every model N times (docs/recipes.md). Writes OUT_DIR/table6.md.
+SCALES="paper tiny"  # no small scale: its own shapes
 source "$(dirname "$0")/_lm_common.sh"
 DATA_BIN="$(data_dir)"
 declare -A TINY_SHAPE=([tiny_2x64]="2 64" [tiny_4x96]="4 96" [tiny_6x128]="6 128")
@@ -18,7 +19,7 @@ if [ "$SCALE" = paper ]; then
 else
   recipe_settings 6
   SIZES="${SIZES:-tiny_2x64 tiny_4x96 tiny_6x128}"
-  tiny_train "${UPDATES:-300}"
+  cpu_train "${UPDATES:-300}"
 fi
 TABLE_RUNS=()
 for size in $SIZES; do

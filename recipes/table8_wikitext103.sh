@@ -10,6 +10,7 @@
 # WORLD_SIZE 8 (the recipe's 3072 tokens x update-freq 3 per GPU). Tiny: a 4x64 adaptive-input model
 # (cutoffs 500,1000 for the 2k vocabulary) on the docstring corpus, 400 updates, same optimiser.
 # SEEDS=N trains and evaluates each model N times (docs/recipes.md). Writes OUT_DIR/table8.md.
+SCALES="paper tiny"  # no small scale: its own shapes
 source "$(dirname "$0")/_lm_common.sh"
 DATA_BIN="$(data_dir)"
 OPTIM=(--task language_modeling_analysis --criterion adaptive_loss --sample-break-mode none

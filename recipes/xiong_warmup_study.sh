@@ -18,6 +18,7 @@
 # Writes OUT_DIR/bleu.md, OUT_DIR/bleu.png, OUT_DIR/init_grads.{md,png}; every command goes to
 # OUT_DIR/commands.sh; DRY_RUN=1 prints them; finished runs are reused (recipes/_run_dir.sh). SEEDS=N trains and
 # tests each run N times (--seed K, OUT_DIR/RUN/seedK for K > 1); bleu.md gives mean ± std over the seeds.
+SCALES="paper tiny"  # no small scale: its own shapes
 source "$(dirname "$0")/_lm_common.sh"  # REPO, PY, BIN, USER_DIR, SCALE, OUT, run-directory convention, log, wait_runs
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"  # this checkout's commands (python -m), not an installed copy
 ANALYZE=("$PY" -m fairseq_normformer.cli.analyze)

@@ -14,6 +14,8 @@ from tests.conftest import REPO_ROOT
 
 RECIPES = ["fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio", "table3_lr_stability",
            "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103"]  # fmt: skip
+SCALES = ("paper", "tiny", "small")
+NO_SMALL_SCALE = {"table6_sizes", "table8_wikitext103"}  # their own shapes
 # Paper: 0.5M tokens per update for 125M and 355M, 1M above (examples/normformer/README.md)
 PAPER_TOKENS = {"gpt3_small": 2**19, "gpt3_medium": 2**19, "gpt3_xl": 2**20, "gpt3_2_7": 2**20}
 
@@ -24,7 +26,7 @@ def commands(tmp_path_factory):
     out, found = tmp_path_factory.mktemp("recipes"), {}
     env = {**os.environ, "DRY_RUN": "1", "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair"), "PY": sys.executable}
     for recipe in RECIPES:
-        for scale in ("paper", "tiny"):
+        for scale in SCALES[:2] if recipe in NO_SMALL_SCALE else SCALES:
             run_dir = out / f"{recipe}-{scale}"
             subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", scale, run_dir], env=env, check=True,
                            capture_output=True)  # fmt: skip
@@ -63,7 +65,7 @@ def test_every_recipe_runs_fairseq_with_arguments_fairseq_accepts(commands):
 
 def test_table5_rows_switch_exactly_their_operations(commands):
     switches = ("scale_attn", "scale_fc", "scale_heads", "scale_resids", "scale_qkv")
-    for scale in ("paper", "tiny"):
+    for scale in SCALES:
         rows = []
         for argv in commands["table5_ablations", scale]:
             if os.path.basename(argv[0]) == "fairseq-train":
@@ -71,6 +73,22 @@ def test_table5_rows_switch_exactly_their_operations(commands):
                 rows.append(tuple(s[6:] for s in switches if getattr(args, s, False)))
         assert rows == [(), ("attn", "fc", "heads"), ("fc", "heads"), ("attn", "heads"), ("attn", "fc"),
                         ("attn", "fc", "heads", "resids"), ("attn", "fc", "heads", "qkv")]  # fmt: skip
+
+
+def test_small_scale_trains_4_layers_of_256_on_the_python_manual(commands):
+    for (recipe, scale), argvs in commands.items():
+        for argv in filter(None, map(fairseq_train_args, argvs)):
+            args = options.parse_args_and_arch(options.get_training_parser(), argv)
+            shape = (args.decoder_layers, args.decoder_embed_dim, args.decoder_ffn_embed_dim)
+            assert (shape == (4, 256, 1024)) == (scale == "small"), (recipe, scale, shape)
+            assert args.data.endswith("corpus-pydocs-v2000/data-bin") == (scale == "small"), (recipe, args.data)
+
+
+def test_recipes_with_their_own_shapes_refuse_the_small_scale(tmp_path):
+    for recipe in NO_SMALL_SCALE:
+        result = subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", "small", tmp_path / recipe],
+                                env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True)  # fmt: skip
+        assert result.returncode == 2 and "usage: " in result.stderr and "[paper|tiny]" in result.stderr, result.stderr
 
 
 def test_paper_scale_needs_data_and_a_whole_update_freq(tmp_path):
