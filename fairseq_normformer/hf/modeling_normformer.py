@@ -75,8 +75,8 @@ def attention_mask_4d(key_mask: Tensor, tgt_len: int, causal: bool) -> Optional[
 def store_transposed(weight: nn.Parameter):
     """Lay an (out, in) linear weight out in memory as its (in, out) transpose, as GPT-2's Conv1D stores
     it; its shape, name and values stay. Generating at batch 1 multiplies one vector by each weight per
-    step, a product bound by reading the weight, which MKL does 1.2-1.5x faster from this layout
-    (docs/benchmarks.md). Tied embedding weights stay row-major: an embedding looks up rows."""
+    step, a product bound by reading the weight, which MKL does faster from this layout (a step ~0.85x
+    the time: docs/benchmarks.md). Tied embedding weights stay row-major: an embedding looks up rows."""
     if weight.is_contiguous():
         weight.data = weight.data.t().contiguous().t()
 
