@@ -165,3 +165,41 @@ def test_export_refuses_adaptive_input_and_softmax_by_flag(flags, named):
     d = tiny_dictionary()
     with pytest.raises(ValueError, match=named):
         to_normformer_hf_model(normformer_lm(d, flags=TINY + flags), d)
+
+
+def stored_transposed(weight):
+    return not weight.is_contiguous() and weight.t().is_contiguous()
+
+
+def next_token_loss(logits, tokens):
+    return torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1), tokens[:, 1:].flatten())
+
+
+def test_linear_weights_stored_transposed_take_optimizer_steps_as_fairseq_and_save_unchanged(tmp_path):
+    """eval() stores each linear weight of the shipped code transposed in memory (fast greedy
+    generation): the same SGD step on it and on the fairseq model gives the same logits and greedy
+    tokens, and saving and loading the stepped model gives it back exactly."""
+    d = tiny_dictionary()
+    model = randomized_normformer_lm(ALL_OPERATIONS + ["--decoder-learned-pos"])
+    hf = exported(model, d, tmp_path / "exported", AutoModelForCausalLM)
+    linears = {name: m.weight for name, m in hf.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert linears["lm_head"] is not hf.model.embed_tokens.weight  # untied: fairseq's default
+    assert not [name for name, weight in linears.items() if not stored_transposed(weight)]
+    tokens = padded_lm_batch(d, [10, 10, 10])
+    for trained, loss in ((hf, hf.train()(tokens, labels=tokens).loss),
+                          (model, next_token_loss(model.train()(tokens)[0], tokens))):  # fmt: skip
+        loss.backward()
+        torch.optim.SGD(trained.parameters(), lr=0.5).step()
+    hf.eval(), model.eval()
+
+    with torch.no_grad():
+        ours, theirs = model(tokens)[0], hf(tokens).logits
+        torch.testing.assert_close(theirs, ours, atol=ATOL, rtol=0)
+        prompt = [7, 8, 9, 10, 11]
+        generated = hf.generate(torch.tensor([[d.eos()] + prompt]), max_new_tokens=6, do_sample=False)
+        new = hf_new_tokens(generated[0], len(prompt) + 1, d.eos())
+        assert new == fairseq_greedy(model, d, prompt, 6)[: len(new)]
+        hf.save_pretrained(tmp_path / "stepped")
+        copy_modeling_code(tmp_path / "stepped")
+        reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "stepped", trust_remote_code=True).eval()
+        assert torch.equal(reloaded(tokens).logits, theirs)
