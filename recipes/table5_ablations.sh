@@ -9,7 +9,8 @@
 # `normformer-paper-settings --table 5` (the authors' commands); LR=... sets one LR for all. Tiny: all rows at LR 3e-3,
 # UPDATES=300 each; small: the baseline at 3e-3 and every NormFormer row at 6e-3 (each model's best in the
 # sweep of table7_hparams.sh small), UPDATES=300 each.
-# SEEDS=N trains every row N times (docs/recipes.md). Writes OUT_DIR/table5.md.
+# SEEDS=N trains every row N times (docs/recipes.md). Writes OUT_DIR/table5.md: each row's difference to the
+# baseline and to NormFormer, with 95% intervals paired by seed.
 source "$(dirname "$0")/_lm_common.sh"
 small_baseline_common 5
 if [ "$SCALE" = paper ]; then
@@ -34,4 +35,5 @@ for i in "${!ROWS[@]}"; do
   seed_runs "$label (lr $lr)" "$OUT/run$i" train.log
 done
 wait_runs
-analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 5, $SCALE scale: final validation perplexity" --out "$OUT/table5.md"
+analyze ppl-table "${TABLE_RUNS[@]}" --compare-to "NormFormer (lr $NF_LR)" \
+  --title "Table 5, $SCALE scale: final validation perplexity" --out "$OUT/table5.md"

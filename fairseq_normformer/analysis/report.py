@@ -1,7 +1,7 @@
 """Markdown tables with the paper's columns, from training logs and runner results. Every model is a
 list of runs, one per seed: numbers are mean ± std over the seeds, and differences to the first row
 95% intervals paired by seed (analysis/seeds.py)."""
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from ..runs.lr_stability import StabilityResult
 from .seeds import mean_std, paired_differences, t_interval
@@ -49,27 +49,34 @@ def per_seed_cell(values: Sequence) -> str:
     return fmt(distinct[0]) if len(distinct) == 1 else ", ".join(fmt(v) for v in values)
 
 
-def difference_column(metric: Dict[str, List[float]]) -> List:
-    """Per label: the interval of its per-seed differences to the first label's (None for the first)."""
-    (first, baseline), *others = metric.items()
-    cells = [None]
-    for label, values in others:
-        cells.append(interval_cell(paired_differences(values, baseline, f"rows {first!r} and {label!r}")))
-    return cells
+def difference_column(metric: Dict[str, List[float]], reference: Optional[str] = None) -> List:
+    """Per label: the interval of its per-seed differences to the reference label's (default: the first
+    label; None for the reference itself)."""
+    reference = reference or next(iter(metric))
+    base = metric[reference]
+    return [None if label == reference else
+            interval_cell(paired_differences(values, base, f"rows {reference!r} and {label!r}"))
+            for label, values in metric.items()]  # fmt: skip
 
 
 PPL_HEADERS = ("Model", "Params", "Seeds", "Updates", "Valid PPL", "Best valid PPL", "Δ valid PPL vs first row (95% CI)")
 
 
-def ppl_rows(runs: Dict[str, List[TrainingLog]]) -> List[list]:
-    """One row per model: its final and best validation perplexity over the seeds (Tables 5-7)."""
+def ppl_headers(compare_to: Optional[str] = None) -> tuple:
+    return PPL_HEADERS + ((f"Δ valid PPL vs {compare_to} (95% CI)",) if compare_to else ())
+
+
+def ppl_rows(runs: Dict[str, List[TrainingLog]], compare_to: Optional[str] = None) -> List[list]:
+    """One row per model: its final and best validation perplexity over the seeds (Tables 5-7), its
+    difference to the first row and, with ``compare_to``, to that row too (Table 5: to NormFormer)."""
     final = {label: [log.final_valid()["ppl"] for log in logs] for label, logs in runs.items()}
+    columns = [difference_column(final)] + ([difference_column(final, compare_to)] if compare_to else [])
     rows = []
-    for (label, logs), delta in zip(runs.items(), difference_column(final)):
+    for (label, logs), *deltas in zip(runs.items(), *columns):
         updates = [log.final_valid()["num_updates"] for log in logs]
         best = [min(r["ppl"] for r in log.valid) for log in logs]
         rows.append([label, logs[0].num_params, len(logs), per_seed_cell(updates), mean_std_cell(final[label]),
-                     mean_std_cell(best), delta])  # fmt: skip
+                     mean_std_cell(best), *deltas])  # fmt: skip
     return rows
 
 

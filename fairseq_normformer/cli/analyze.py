@@ -42,7 +42,6 @@ from fairseq_normformer.analysis.plots import (  # noqa: E402
 from fairseq_normformer.analysis.report import (  # noqa: E402
     EVAL_HEADERS,
     LR_HEADERS,
-    PPL_HEADERS,
     difference_column,
     eval_rows,
     interval_cell,
@@ -50,6 +49,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     markdown_table,
     mean_std_cell,
     per_seed_cell,
+    ppl_headers,
     ppl_rows,
     valid_table,
 )
@@ -176,7 +176,10 @@ def lr_table(args):
 
 def ppl_table(args):
     runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
-    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(PPL_HEADERS, ppl_rows(runs))
+    if args.compare_to is not None and args.compare_to not in runs:
+        raise SystemExit(f"--compare-to {args.compare_to!r} is not the label of a --run (labels: {', '.join(runs)})")
+    table = markdown_table(ppl_headers(args.compare_to), ppl_rows(runs, args.compare_to))
+    text = (f"{args.title}\n\n" if args.title else "") + table
     print(_write(Path(args.out), text))
 
 
@@ -310,6 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=fairseq-train log (a label again: its next seed)")  # fmt: skip
     p.add_argument("--title", help="a line above the table (default: none)")
+    p.add_argument("--compare-to", metavar="LABEL",
+                   help="also each row's difference to this run's (95%% CI, paired by seed): Table 5's to NormFormer")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=ppl_table)
 

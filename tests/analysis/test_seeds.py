@@ -85,6 +85,22 @@ def test_ppl_table_over_three_seeds(tmp_path):
     assert rows["Noise"][6] == interval_text(NOISE, BASELINE) + " within seed noise"
 
 
+def test_ppl_table_compares_every_row_to_a_chosen_one_too(tmp_path):
+    """Table 5's ablations against NormFormer: --compare-to adds each row's paired interval to that row."""
+    runs = []
+    for label, ppl in (("Baseline", BASELINE), ("NormFormer", NORMFORMER), ("Noise", NOISE)):
+        runs += [f"--run={label}={log}" for log in fake_runs(tmp_path / label, ppl)]
+    analyze(["ppl-table", *runs, "--compare-to", "NormFormer", "--out", str(tmp_path / "t.md")])
+    header = (tmp_path / "t.md").read_text().splitlines()[0]
+    assert header.endswith("| Δ valid PPL vs first row (95% CI) | Δ valid PPL vs NormFormer (95% CI) |")
+    rows = table_rows(tmp_path / "t.md")
+    assert rows["NormFormer"][6:] == [interval_text(NORMFORMER, BASELINE), "—"]
+    assert rows["Baseline"][7] == interval_text(BASELINE, NORMFORMER)
+    assert rows["Noise"][7] == interval_text(NOISE, NORMFORMER)
+    with pytest.raises(SystemExit, match="--compare-to 'NF' is not the label of a --run"):
+        analyze(["ppl-table", *runs, "--compare-to", "NF", "--out", str(tmp_path / "u.md")])
+
+
 def test_one_seed_has_no_interval_and_unpaired_seeds_are_refused(tmp_path):
     (base,), (nf,) = fake_runs(tmp_path / "b", [30.0]), fake_runs(tmp_path / "n", [28.5])
     analyze(["ppl-table", f"--run=Baseline={base}", f"--run=NormFormer={nf}", "--out", str(tmp_path / "t.md")])
