@@ -1,5 +1,5 @@
-"""Reading grad-norm files written by ``--grad-norm-file`` (instrumentation/grad_norms.py) and the
-per-layer ratios of Fig. 5."""
+"""Reading grad-norm files written by ``--grad-norm-file`` (instrumentation/grad_norms.py), Fig. 3's
+first-layer share and the per-layer ratios of Fig. 5."""
 import json
 from typing import Dict, List
 
@@ -43,3 +43,20 @@ def grad_ratios(candidate: List[dict], baseline: List[dict], start: int, end: in
         if group.layer is not None and denom[key] > 0:
             ratios.setdefault(group.local, {})[group.layer] = numer[key] / denom[key]
     return {local: dict(sorted(by_layer.items())) for local, by_layer in sorted(ratios.items())}
+
+
+def layer_means(records: List[dict], local: str, start: int, end: int) -> Dict[int, float]:
+    """{layer: mean |g| of the parameter ``local`` (e.g. fc2.weight) over updates start..end} (Fig. 3)."""
+    by_layer = {}
+    for key, value in window_means(records, start, end).items():
+        group = param_group(key)
+        if group.layer is not None and group.local == local:
+            by_layer[group.layer] = value
+    return dict(sorted(by_layer.items()))
+
+
+def first_layer_share(by_layer: Dict[int, float]) -> float:
+    """Fig. 3's pattern in one number: the first layer's mean |g| over the mean of the other layers' (NaN
+    for a model of one layer)."""
+    first, *others = by_layer.values()
+    return first / (sum(others) / len(others)) if others else float("nan")

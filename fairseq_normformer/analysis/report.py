@@ -4,6 +4,7 @@ list of runs, one per seed: numbers are mean ± std over the seeds, and differen
 from typing import Dict, List, Optional, Sequence
 
 from ..runs.lr_stability import StabilityResult
+from .grad_curves import first_layer_share
 from .seeds import mean_std, paired_differences, t_interval
 from .training_log import TrainingLog, read_eval_lm, read_training_log
 
@@ -78,6 +79,19 @@ def ppl_rows(runs: Dict[str, List[TrainingLog]], compare_to: Optional[str] = Non
         rows.append([label, logs[0].num_params, len(logs), per_seed_cell(updates), mean_std_cell(final[label]),
                      mean_std_cell(best), *deltas])  # fmt: skip
     return rows
+
+
+def layer_share_table(runs: Dict[str, List[Dict[int, float]]]) -> str:
+    """Fig. 3 as numbers: per model, each layer's mean |g| ({layer: value} per seed; mean ± std over the
+    seeds) and the first layer's share (over the mean of the others) with its paired interval to the first row."""
+    layers = list(next(iter(runs.values()))[0])
+    share = {label: [first_layer_share(seed) for seed in seeds] for label, seeds in runs.items()}
+    headers = ("Model", "Seeds", *(f"layer {layer}" for layer in layers), "Layer 0 / mean of the others",
+               "Δ vs first row (95% CI)")  # fmt: skip
+    rows = [[label, len(seeds), *(mean_std_cell([seed[layer] for seed in seeds]) for layer in layers),
+             mean_std_cell(share[label]), delta]
+            for (label, seeds), delta in zip(runs.items(), difference_column(share))]  # fmt: skip
+    return markdown_table(headers, rows)
 
 
 LR_HEADERS = ("Model", "Peak LR", "Seeds", "Outcome", "Last good update", "LR reached", "First overflow: layer",

@@ -28,7 +28,7 @@ from pathlib import Path
 logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, force=True)
 
 from fairseq_normformer.analysis.gamma import added_gammas, load_model_state, summary_rows  # noqa: E402
-from fairseq_normformer.analysis.grad_curves import grad_ratios, read_grad_norms  # noqa: E402
+from fairseq_normformer.analysis.grad_curves import grad_ratios, layer_means, read_grad_norms  # noqa: E402
 from fairseq_normformer.runs.lr_stability import read_result, run_lr_stability  # noqa: E402
 from fairseq_normformer.instrumentation.init_grads import build_at_init, init_grad_norms  # noqa: E402
 from fairseq_normformer.analysis.plots import (  # noqa: E402
@@ -45,6 +45,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     difference_column,
     eval_rows,
     interval_cell,
+    layer_share_table,
     lr_rows,
     markdown_table,
     mean_std_cell,
@@ -96,10 +97,15 @@ def _write(path: Path, text: str) -> Path:
 
 def grad_curves(args):
     start, end = args.updates or (0, float("inf"))
-    runs = {label: [[r for r in read_grad_norms(path) if start <= r["update"] <= end] for path in paths]
-            for label, paths in by_label(args.run).items()}  # fmt: skip
+    records = {label: [read_grad_norms(path) for path in paths] for label, paths in by_label(args.run).items()}
+    runs = {label: [[r for r in seed if start <= r["update"] <= end] for seed in seeds] for label, seeds in records.items()}
     layers = None if args.layers is None else {int(x) for x in args.layers.split(",")}
     print(plot_grad_norms(runs, Path(args.out_dir) / "fig3_grad_norms.png", args.param, layers))
+    start, end = args.table_window or (start, end)
+    means = {label: [layer_means(seed, args.param, start, end) for seed in seeds] for label, seeds in records.items()}
+    span = "all updates" if end == float("inf") else f"updates {start}-{end}"
+    title = f"Mean |grad| of {args.param} by layer over {span}\n\n"
+    print(_write(Path(args.out_dir) / "fig3_grad_norms.md", title + layer_share_table(means)))
 
 
 def grad_ratio(args):
@@ -264,7 +270,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param", default="fc2.weight", help="parameter inside each layer (default: fc2.weight)")
     p.add_argument("--layers", help="comma-separated layers to plot (default: all)")
     p.add_argument("--updates", type=update_window, help="START:END updates to plot (default: all)")
-    p.add_argument("--out-dir", required=True, help="where fig3_grad_norms.png goes")
+    p.add_argument("--table-window", type=update_window,
+                   help="START:END updates averaged in fig3_grad_norms.md: each layer's mean |grad| and layer 0's "
+                        "over the mean of the others, with its 95%% interval to the first run (default: --updates)")
+    p.add_argument("--out-dir", required=True, help="where fig3_grad_norms.png and fig3_grad_norms.md go")
     p.set_defaults(func=grad_curves)
 
     p = commands.add_parser("grad-ratio", help="Fig. 5: run/baseline mean |grad| per parameter and layer")

@@ -275,8 +275,15 @@ def test_grad_curves_band_over_seeds(tmp_path):
             records = [{"update": u, "grad_l1": norms(u)} for u in (1, 2, 3)]
             path.write_text("".join(json.dumps(r) + "\n" for r in records))
             runs.append(f"--run={label}={path}")
-    analyze(["grad-curves", *runs, "--out-dir", str(tmp_path / "fig")])
+    analyze(["grad-curves", *runs, "--table-window", "2:3", "--out-dir", str(tmp_path / "fig")])
     assert (tmp_path / "fig" / "fig3_grad_norms.png").read_bytes()[:4] == b"\x89PNG"
+    # Fig. 3 as numbers over updates 2-3: layer k of seed s is 0.1 s (k + 1) (1/2 + 1/3) / 2 × factor
+    mean_inverse = (1 / 2 + 1 / 3) / 2
+    share = {"Baseline": [0.5, 0.5], "NormFormer": [0.5 / (1 + 0.1 * s) for s in (1, 2)]}  # layer 0 / layer 1
+    rows = table_rows(tmp_path / "fig" / "fig3_grad_norms.md")
+    assert rows["Baseline"][1:5] == ["2", f"{0.15 * mean_inverse:.4g} ± {np.std([0.1, 0.2], ddof=1) * mean_inverse:.4g}",
+                                     f"{0.3 * mean_inverse:.4g} ± {np.std([0.2, 0.4], ddof=1) * mean_inverse:.4g}", "0.5 ± 0"]  # fmt: skip
+    assert rows["NormFormer"][5] == interval_text(share["NormFormer"], share["Baseline"]) + " within seed noise"
     # Fig. 5 over the seeds: NormFormer's seed k over the baseline's seed k, in layer k 1 + 0.1 k * seed
     pairs = [a for b, n in zip(runs[:2], runs[2:]) for a in ("--baseline", b[6:], "--run", n[6:])]
     analyze(["grad-ratio", *pairs, "--window", "1:3", "--out-dir", str(tmp_path / "fig")])
