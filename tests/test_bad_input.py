@@ -11,6 +11,8 @@ import sys
 import pytest
 from fairseq_cli import eval_lm, train
 
+from fairseq_normformer.checks import BadInput
+
 from .conftest import USER_DIR
 from .distributed.fairseq_runs import BIN, common_args, tiny_bert_args, tiny_lm_args
 from .distributed.fairseq_runs import train as run_fairseq_train
@@ -142,9 +144,20 @@ def truncate(path):
 def test_resume_from_truncated_checkpoint(save_dir, tiny_lm_corpus, monkeypatch):
     truncate(save_dir / "checkpoint_last.pt")
     before = snapshot(save_dir)
-    with pytest.raises(RuntimeError, match=r"checkpoint .*checkpoint_last.pt is truncated or corrupt"):
+    with pytest.raises(BadInput, match=r"checkpoint .*checkpoint_last.pt is truncated or corrupt"):
         args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3")
         run_in_process(train.cli_main, args, monkeypatch)
+    assert snapshot(save_dir) == before
+
+
+def test_truncated_checkpoint_is_one_line_from_the_cli(save_dir, tiny_lm_corpus):
+    truncate(save_dir / "checkpoint_last.pt")
+    before = snapshot(save_dir)
+    argv = [BIN / "fairseq-train", *lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3")]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert re.fullmatch(r"fairseq-train: error: checkpoint .*checkpoint_last.pt is truncated or corrupt \(.*\)\. "
+                        r"It was left as it is: .*", result.stderr.strip().splitlines()[-1])  # fmt: skip
     assert snapshot(save_dir) == before
 
 
@@ -155,7 +168,7 @@ def test_evaluate_corrupt_checkpoint(save_dir, tiny_lm_corpus, monkeypatch):
     content[middle : middle + 64] = bytes(b ^ 0xFF for b in content[middle : middle + 64])  # flipped bits
     checkpoint.write_bytes(bytes(content))  # torch.load alone would load it without a word
     before = snapshot(save_dir)
-    with pytest.raises(RuntimeError, match=r"checkpoint .*checkpoint_1_1.pt is truncated or corrupt"):
+    with pytest.raises(BadInput, match=r"checkpoint .*checkpoint_1_1.pt is truncated or corrupt"):
         run_in_process(eval_lm.cli_main, eval_lm_args(tiny_lm_corpus.data_bin, checkpoint), monkeypatch)
     assert snapshot(save_dir) == before
 

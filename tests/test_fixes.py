@@ -11,6 +11,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 
 from fairseq_normformer import fixes
+from fairseq_normformer.checks import BadInput
 from fairseq_normformer.fixes import cpu_training
 from fairseq_normformer.fixes.hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -142,7 +143,7 @@ def test_damaged_checkpoint_is_named_only_with_checks_on(checks, checkpoints_by_
     damaged = flip_bits_in_the_middle(checkpoints_by_switch["fairseq"], tmp_path / "damaged.pt")
     monkeypatch.setenv(SWITCH, checks)
     if checks == "1":
-        with pytest.raises(RuntimeError, match=r"checkpoint .*damaged.pt is truncated or corrupt \(record .* CRC"):
+        with pytest.raises(BadInput, match=r"checkpoint .*damaged.pt is truncated or corrupt \(record .* CRC"):
             checkpoint_utils.load_checkpoint_to_cpu(damaged)
     else:
         assert checkpoint_utils.load_checkpoint_to_cpu(damaged)["optimizer_history"]

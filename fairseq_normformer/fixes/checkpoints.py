@@ -17,6 +17,8 @@ from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 from fairseq.trainer import Trainer
 
+from ..checks import BadInput
+
 _fairseq_persistent_save = checkpoint_utils.torch_persistent_save
 _fairseq_load_checkpoint_to_cpu = checkpoint_utils.load_checkpoint_to_cpu
 _fairseq_load_model_ensemble_and_task = checkpoint_utils.load_model_ensemble_and_task
@@ -31,7 +33,7 @@ def checkpoint_checks_on() -> bool:
     command-line checks, so that a bad value stops a run before it starts)."""
     value = os.environ.get(CHECKS_SWITCH, "1")
     if value not in ("0", "1"):
-        raise ValueError(f"{CHECKS_SWITCH} must be 1 (the default) or 0, not {value!r}")
+        raise BadInput(f"{CHECKS_SWITCH} must be 1 (the default) or 0, not {value!r}")
     return value == "1"
 
 
@@ -107,7 +109,7 @@ def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
     if local and checkpoint_checks_on():
         damage = checkpoint_damage(path)
         if damage:
-            raise RuntimeError(
+            raise BadInput(
                 f"checkpoint {path} is truncated or corrupt ({damage}). It was left as it is: resume "
                 "from an intact checkpoint with --restore-file, or move it away"
             )
@@ -175,7 +177,7 @@ def check_dictionaries(path: str, task) -> None:
         if found is not None and found != expected and not extends(task, side, expected):
             name = "dictionary" if one_dictionary else f"{side} dictionary"
             change = "different symbols" if found["size"] == expected["size"] else f"{expected['size']} symbols"
-            raise ValueError(
+            raise BadInput(
                 f"the {name} of data directory {task_data_dir(task)!r} ({found['size']} symbols) does not "
                 f"match the one checkpoint {path} was trained with ({change}): use the data "
                 "directory the checkpoint was trained on"
