@@ -183,7 +183,7 @@ def lr_table(args):
 def ppl_table(args):
     runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
     if args.compare_to is not None and args.compare_to not in runs:
-        raise SystemExit(f"--compare-to {args.compare_to!r} is not the label of a --run (labels: {', '.join(runs)})")
+        raise ValueError(f"--compare-to {args.compare_to!r} is not the label of a --run (labels: {', '.join(runs)})")
     table = markdown_table(ppl_headers(args.compare_to), ppl_rows(runs, args.compare_to))
     text = (f"{args.title}\n\n" if args.title else "") + table
     print(_write(Path(args.out), text))
