@@ -96,7 +96,7 @@ class Masker:
 
     def choose_units(self, tokens, positions, budget, rng) -> List[np.ndarray]:
         if self.cfg.spans:
-            return choose_spans(split_segments(positions), self.word_starts[tokens], budget, self.span_lengths, rng)
+            return choose_spans(positions, self.word_starts[tokens[positions]], budget, self.span_lengths, rng)
         if self.cfg.whole_words:
             return choose_whole_words(split_words(tokens, positions, self.word_starts), budget, rng)
         return [p[None] for p in rng.choice(positions, size=min(budget, len(positions)), replace=False)]
@@ -132,41 +132,22 @@ def choose_whole_words(words: List[np.ndarray], budget: int, rng) -> List[np.nda
     return chosen
 
 
-def segment_shares(sizes: np.ndarray, budget: int, rng) -> np.ndarray:
-    """Split ``budget`` over segments in proportion to their ``sizes`` (systematic rounding: each
-    share is b·n_s/n in expectation, and the shares sum to b exactly)."""
-    cuts = np.floor(budget * np.cumsum(sizes) / sizes.sum() + rng.random()).astype(np.int64)
-    cuts[-1] = budget
-    return np.diff(cuts, prepend=0)
-
-
-def choose_spans(segments: List[np.ndarray], starts_word: np.ndarray, budget: int, span_lengths, rng) -> List[np.ndarray]:
-    """SpanBERT's span masking (Joshi et al. 2020, §3.1), segment by segment: SpanBERT's pair dataset
-    masks block 1 and block 2 with separate ``_mask_block`` calls, so no span crosses [SEP]; each
-    segment (its positions; ``starts_word`` (T,) says which tokens begin a word) gets its share of
-    the budget."""
+def choose_spans(positions, starts_word, budget: int, span_lengths: np.ndarray, rng) -> List[np.ndarray]:
+    """SpanBERT's span masking (Joshi et al. 2020, §3.1; its masking.py, PairWithSpanMaskingScheme.mask)
+    over all maskable ``positions`` (A and B together) with one ``budget``: until ``budget`` tokens
+    are selected, draw ℓ ~ span_lengths words and an anchor among the unselected tokens; from the
+    start of the anchor's word select the unselected tokens of ℓ whole words, fewer where the
+    segment ends ([SEP]), stopping inside the span once the budget is reached (as SpanBERT).
+    ``starts_word`` (len(positions),) says which tokens begin a word. The units are the maximal runs
+    of selected tokens (SpanBERT merges touching spans), so each is corrupted as one and its
+    neighbours are unmasked."""
     if budget == 0:
         return []
-    shares = segment_shares(np.array([len(segment) for segment in segments]), budget, rng)
-    return [
-        span
-        for segment, share in zip(segments, shares)
-        for span in choose_segment_spans(segment, starts_word[segment], share, span_lengths, rng)
-    ]
-
-
-def choose_segment_spans(positions, starts_word, budget: int, span_lengths: np.ndarray, rng) -> List[np.ndarray]:
-    """SpanBERT's algorithm in one segment: until ``budget`` tokens are selected, draw ℓ ~ span_lengths
-    words and an anchor among the tokens not yet selected; from the start of the anchor's word select
-    the unselected tokens of ℓ whole words (fewer at the segment's end), stopping inside the span
-    once the budget is reached. The units are the maximal runs of selected tokens (SpanBERT merges
-    touching spans), so each run is corrupted as one and its neighbours are unmasked."""
-    if budget == 0:
-        return []
-    starts_word = starts_word.copy()
-    starts_word[0] = True
+    segment_starts = np.diff(positions, prepend=-2) > 1  # a gap ([CLS]/[SEP]) opens a segment
+    starts_word = starts_word | segment_starts
     word_starts = np.append(np.flatnonzero(starts_word), len(positions))  # offsets; the last is the end
     word_of = np.cumsum(starts_word) - 1
+    segment_end = np.append(np.flatnonzero(segment_starts), len(positions))[np.cumsum(segment_starts)]
     length_cdf = np.cumsum(span_lengths)
     selected, n = np.zeros(len(positions), dtype=bool), 0
     while n < budget:
@@ -174,17 +155,12 @@ def choose_segment_spans(positions, starts_word, budget: int, span_lengths: np.n
         free = np.flatnonzero(~selected)
         anchor = free[rng.integers(len(free))]
         start = word_starts[word_of[anchor]]
-        stop = word_starts[min(word_of[anchor] + n_words, len(word_starts) - 1)]
+        stop = min(word_starts[min(word_of[anchor] + n_words, len(word_starts) - 1)], segment_end[anchor])
         new = start + np.flatnonzero(~selected[start:stop])[: budget - n]
         selected[new] = True
         n += len(new)
-    runs = np.flatnonzero(np.diff(selected.astype(np.int8), prepend=0, append=0))  # run starts, ends
-    return [positions[a:b] for a, b in zip(runs[::2], runs[1::2])]
-
-
-def split_segments(positions: np.ndarray) -> List[np.ndarray]:
-    """Maskable positions grouped into segments: runs of consecutive positions ([CLS]/[SEP] in between)."""
-    return np.split(positions, np.flatnonzero(np.diff(positions) > 1) + 1)
+    chosen = positions[selected]
+    return np.split(chosen, np.flatnonzero(np.diff(chosen) > 1) + 1)  # runs never cross [SEP]: it is a gap
 
 
 def span_boundaries(target: np.ndarray, pad: int) -> np.ndarray:

@@ -1,33 +1,37 @@
-"""Exact span masking through the real mlm_nsp dataset on the standard-library corpus, against an
-independent re-implementation of SpanBERT's algorithm (its masking.py: PairWithSpanMaskingScheme.mask
-and span_masking's merge_intervals), at 64, 128 and 512 tokens: the budget is met exactly and
-never exceeded, spans stay inside their segment, and the span lengths follow SpanBERT's."""
-import math
-
+"""Span masking through the real mlm_nsp dataset on the standard-library corpus, at 64, 128 and 512
+tokens, against a re-implementation of SpanBERT's algorithm (Joshi et al. 2020, §3.1, and its
+masking.py: PairWithSpanMaskingScheme.mask, merge_intervals) run on the same sequences with the
+same budgets: the budget is met within one token of 15%, no span crosses [SEP], and a chi-square
+test does not tell the two span-length distributions apart."""
 import numpy as np
 import pytest
 from omegaconf import OmegaConf
+from scipy.stats import chi2_contingency
 
 from fairseq_normformer.tasks.mlm_nsp import MlmNspConfig, MlmNspTask
 
 MASK_PROB = 0.15
-EPOCHS = {64: 1, 128: 1, 512: 2}  # over 1000 spans at every length for the histogram comparison
+EPOCHS = {64: 1, 128: 1, 512: 2}  # about 1000 spans or more at every length
+LONGEST_BIN = 8  # span lengths of 8 words or more share a bin (enough expected counts for chi-square)
 
 
-def spanbert_spans(is_word_start, budget, rng, p=0.2, max_words=10):
-    """SpanBERT's loop as published, on one segment: spans (first, last) merged when they touch."""
-    n, lengths = len(is_word_start), np.arange(1, max_words + 1)
+def spanbert_spans(is_word_start, budget, rng, segment_ends=(), p=0.2, max_words=10):
+    """SpanBERT's loop on one sequence, one budget: draw ℓ ~ Geometric(p) clipped at ``max_words``
+    and an anchor; if the anchor is free, add ℓ whole words from its word's start, stopping at the
+    sequence's or a segment's end (``segment_ends``: exclusive offsets) and inside the span once
+    ``budget`` tokens are masked. Returns the (first, last) spans, touching ones merged."""
+    n, lengths, ends = len(is_word_start), np.arange(1, max_words + 1), set(segment_ends) | {len(is_word_start)}
     len_distrib = p * (1 - p) ** (lengths - 1)
     len_distrib /= len_distrib.sum()
 
     def word_start(i):
-        while i > 0 and not is_word_start[i]:
+        while i > 0 and not is_word_start[i] and i not in ends:
             i -= 1
         return i
 
     def word_end(i):  # exclusive
         i += 1
-        while i < n and not is_word_start[i]:
+        while i not in ends and not is_word_start[i]:
             i += 1
         return i
 
@@ -47,12 +51,12 @@ def spanbert_spans(is_word_start, budget, rng, p=0.2, max_words=10):
                 mask.add(i)
                 spans[-1][-1] = i
             num_words += 1
-            if num_words >= span_len or right >= n or len(mask) >= budget:
+            if num_words >= span_len or right in ends or len(mask) >= budget:
                 break
             left, right = right, word_end(right)
     merged = []
     for first, last in sorted(spans):
-        if merged and merged[-1][1] + 1 >= first:
+        if merged and merged[-1][1] + 1 >= first and first not in ends:
             merged[-1][1] = max(merged[-1][1], last)
         else:
             merged.append([first, last])
@@ -65,17 +69,12 @@ def runs(selected):
     return [(a, b - 1) for a, b in zip(edges[::2], edges[1::2])]
 
 
-def words_in(first, last, word_index):
-    return word_index[last] - word_index[first] + 1
-
-
 def span_statistics(task, tokens_per_sample):
-    """Per sequence (maskable, selected) and per segment the word lengths of our spans and of
-    SpanBERT's on the same segment with the same number of tokens to select."""
+    """Per sequence (maskable, selected), and the lengths in words of our spans and of SpanBERT's
+    on the same maskable tokens ([CLS], [SEP] removed) with the same number of tokens to select."""
     dataset, d = task.dataset("train"), task.source_dictionary
     counts, ours, reference = [], [], []
     rng = np.random.default_rng(tokens_per_sample)
-    word_start_symbols = task.masker.word_starts
     for epoch in range(1, EPOCHS[tokens_per_sample] + 1):
         dataset.set_epoch(epoch)
         for index in range(len(dataset)):
@@ -84,15 +83,15 @@ def span_statistics(task, tokens_per_sample):
             tokens = np.where(target, item["target"].numpy(), item["source"].numpy())
             separators = np.flatnonzero(tokens == d.eos())
             assert len(separators) == 2 and not target[0] and not target[separators].any()
-            counts.append((len(tokens) - 3, target.sum()))
-            units = task.masker.choose_units(tokens, np.flatnonzero(tokens > d.nspecial - 1), target.sum(), rng)
+            positions = np.flatnonzero(tokens >= d.nspecial)
+            counts.append((len(positions), target.sum()))
+            units = task.masker.choose_units(tokens, positions, target.sum(), rng)
             assert all((u < separators[0]).all() or (u > separators[0]).all() for u in units)  # no unit crosses [SEP]
-            for first, stop in ((1, separators[0]), (separators[0] + 1, separators[1])):  # A, B
-                is_word_start = word_start_symbols[tokens[first:stop]]
-                word_index = np.cumsum(is_word_start) - 1
-                selected = target[first:stop]
-                ours += [words_in(a, b, word_index) for a, b in runs(selected)]
-                reference += [words_in(a, b, word_index) for a, b in spanbert_spans(is_word_start, selected.sum(), rng)]
+            word_index = np.cumsum(task.masker.word_starts[tokens]) - 1  # specials count as word starts
+            is_word_start = task.masker.word_starts[tokens[positions]]
+            spans = spanbert_spans(is_word_start, target.sum(), rng, [separators[0] - 1])  # B starts at offset sep-1
+            for spans_at, out in ((runs(target), ours), (positions[np.array(spans)], reference)):
+                out += [word_index[last] - word_index[first] + 1 for first, last in spans_at]
     return np.array(counts), np.array(ours), np.array(reference)
 
 
@@ -104,7 +103,9 @@ def statistics(request, tiny_bert_corpus):
     return span_statistics(task, request.param)
 
 
-def test_selected_tokens_are_15_percent_and_never_exceed_the_budget(statistics):
+def test_selected_tokens_are_15_percent_within_one_token(statistics):
+    """The documented tolerance: every sequence selects ⌊15%⌋ or ⌈15%⌉ of its maskable tokens (at least
+    one), and over all sequences the rate is 15% ± 0.5%."""
     counts, _, _ = statistics
     maskable, selected = counts[:, 0], counts[:, 1]
     assert abs(selected.sum() / maskable.sum() - MASK_PROB) < 0.005
@@ -113,12 +114,11 @@ def test_selected_tokens_are_15_percent_and_never_exceed_the_budget(statistics):
 
 
 def test_span_lengths_match_spanbert(statistics):
-    """Histograms of span lengths in words (after truncation at the budget and merging of touching
-    spans, as SpanBERT's): each bin within 5 standard deviations of the two-sample difference."""
+    """Span lengths in words (after SpanBERT's truncation at the budget and merging of touching spans):
+    our histogram and SpanBERT's, 1..7 and 8+ words, are not told apart by a chi-square test (p > 0.001)."""
     _, ours, reference = statistics
-    assert ours.sum() > 0 and len(ours) > 1000
-    for length in range(1, 12):  # 11: 11 words or more
-        p_ours, p_ref = np.mean(np.minimum(ours, 11) == length), np.mean(np.minimum(reference, 11) == length)
-        p = (p_ours * len(ours) + p_ref * len(reference)) / (len(ours) + len(reference))
-        sigma = math.sqrt(p * (1 - p) * (1 / len(ours) + 1 / len(reference)))
-        assert abs(p_ours - p_ref) <= 5 * sigma + 1e-9, f"{length} words: {p_ours:.4f} vs SpanBERT {p_ref:.4f}"
+    assert len(ours) > 900 and len(reference) > 900
+    bins = np.arange(1, LONGEST_BIN + 2)
+    table = [np.histogram(np.minimum(x, LONGEST_BIN), bins)[0] for x in (ours, reference)]
+    p_value = chi2_contingency(table)[1]
+    assert p_value > 1e-3, f"p = {p_value:.2g}: mean {ours.mean():.2f} words vs SpanBERT's {reference.mean():.2f}"
