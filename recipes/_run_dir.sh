@@ -2,7 +2,8 @@
 # sourced by the recipes and examples/slurm. Needs REPO (the repository root); OUT, when set, is where
 # commands.sh is kept.
 #   RUN_DIR/done      written once a run's command succeeded; a run that has it is reused, never redone
-#   OUT/commands.sh   every command, appended (paths relative to the repository root)
+#   OUT/commands.sh   every command, appended (paths relative to the repository root), after the thread
+#                     settings it runs with (export or unset) whenever they differ from the last recorded
 #   DRY_RUN=1         a command is logged and printed (shell-quoted, one line, on stdout), not run
 #   SEEDS=N           each run of a comparing recipe is trained N times (--seed 1..N); seed 1 in RUN_DIR, seed K > 1
 #                     in RUN_DIR/seedK (seed_dir), so a finished single-seed run is seed 1 of a study with more
@@ -23,10 +24,30 @@ seed_runs() {
   for seed in $(seq "$SEEDS"); do TABLE_RUNS+=(--run "$1=$(seed_dir "$2" "$seed")${3:+/$3}"); done
 }
 
+# The environment that changes numbers (the thread count changes the order of float sums); as THREAD_VARIABLES
+# of fairseq_normformer/runs/run_dir.py
+THREAD_VARIABLES=(OMP_NUM_THREADS MKL_NUM_THREADS)
+
+thread_settings() {
+  local name value
+  for name in "${THREAD_VARIABLES[@]}"; do
+    if value="$(printenv "$name")"; then printf 'export %s=%q\n' "$name" "$value"; else echo "unset $name"; fi
+  done
+}
+
+# record LINE: LINE appended to OUT/commands.sh, after the thread settings when they differ from the last recorded
+record() {
+  local log="$OUT/commands.sh" settings recorded
+  settings="$(thread_settings)"
+  recorded="$(grep -E '^(export|unset) ' "$log" 2>/dev/null | tail -n "${#THREAD_VARIABLES[@]}" || true)"
+  if [ "$settings" != "$recorded" ]; then echo "$settings" >>"$log"; fi
+  echo "$1" >>"$log"
+}
+
 run() {
   local line
   line="$(printf '%q ' "$@")"
-  if [ -n "${OUT:-}" ]; then echo "${line//$REPO\//}" >>"$OUT/commands.sh"; fi
+  if [ -n "${OUT:-}" ]; then record "${line//$REPO\//}"; fi
   if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "$@"; fi
 }
 

@@ -2,6 +2,7 @@
 (built once per session), ``run_cli`` and the tiny masked-LM settings (``TINY``, ``TRAIN``, ``pretrain``)."""
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ import torch
 
 from fairseq_normformer.corpus.gettext import build_translation_corpus
 from fairseq_normformer.corpus.stdlib import build_corpus
+from fairseq_normformer.runs.run_dir import is_setting
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = REPO_ROOT / "fairseq_normformer"  # for --user-dir
@@ -42,6 +44,12 @@ def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None) -> subproces
             f"--- stdout ---\n{result.stdout[-8000:]}\n--- stderr ---\n{result.stderr[-8000:]}"
         )
     return result
+
+
+def recorded_commands(commands_sh) -> list:
+    """The argv of each command a commands.sh records (its thread settings and comments left out)."""
+    lines = Path(commands_sh).read_text().splitlines()
+    return [shlex.split(line) for line in lines if line and not line.startswith("#") and not is_setting(line)]
 
 
 @pytest.fixture(scope="session")

@@ -126,8 +126,8 @@ class LoggedProcess:
 
     def __init__(self, cmd: list, run_dir: Path, log_name: str, name: str, threads: int):
         self.log_path, self.name = run_dir / log_name, name
-        log_command(run_dir, cmd)
         env = fairseq_env(threads)
+        log_command(run_dir, cmd, env)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.echo = threading.Thread(target=self._echo, daemon=True)
         self.echo.start()
@@ -166,7 +166,8 @@ def train(runs: list, data_bin: Path, args):
         if run.reused:
             print(f"  [{run.name:<10}] reusing the finished run in {run.dir}")
         elif dry_run():
-            print(f"  [{run.name:<10}] would train in {run.dir}\n    $ {log_command(run.dir, cmd)}")
+            line = log_command(run.dir, cmd, fairseq_env(args.threads))
+            print(f"  [{run.name:<10}] would train in {run.dir}\n    $ {line}")
         else:
             what = "resuming" if (run.dir / "checkpoint_last.pt").exists() else "training"
             print(f"  [{run.name:<10}] {what} in {run.dir}\n    $ {shlex.join(cmd)}")

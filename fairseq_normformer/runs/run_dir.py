@@ -2,7 +2,8 @@
 recipes/_run_dir.sh is its shell side:
 
 - ``RUN_DIR/done``: written once a run's command succeeded; a run that has it is reused, never redone;
-- ``commands.sh``: every command, appended, one shell-quoted line each;
+- ``commands.sh``: every command, appended, one shell-quoted line each, after the thread settings it runs
+  with (``export OMP_NUM_THREADS=1``, ``unset MKL_NUM_THREADS``) whenever they differ from the last recorded;
 - ``DRY_RUN=1``: commands are logged and printed, not run;
 - ``SEEDS=N``: a run's seed 1 in ``RUN_DIR``, seed k > 1 in ``RUN_DIR/seed<k>``.
 """
@@ -14,6 +15,8 @@ from typing import List
 
 DONE = "done"
 COMMANDS = "commands.sh"
+# The environment that changes numbers (the thread count changes the order of float sums); as recipes/_run_dir.sh
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def dry_run() -> bool:
@@ -35,10 +38,26 @@ def seed_dirs(run_dir) -> List[Path]:
     return [run_dir, *sorted(seeds, key=lambda d: int(d.name[4:]))]
 
 
-def log_command(log_dir, cmd: list) -> str:
-    """Append ``cmd`` to ``log_dir/commands.sh``; returns its shell-quoted line."""
+def thread_settings(env) -> List[str]:
+    """The shell lines that give a plain shell ``env``'s THREAD_VARIABLES: ``export NAME=VALUE`` or ``unset NAME``."""
+    return [f"export {name}={shlex.quote(env[name])}" if name in env else f"unset {name}" for name in THREAD_VARIABLES]
+
+
+def is_setting(line: str) -> bool:
+    return line.startswith(("export ", "unset "))
+
+
+def log_command(log_dir, cmd: list, env=None) -> str:
+    """Append ``cmd`` to ``log_dir/commands.sh``, after the thread settings of the environment it runs
+    with (``env``, by default this process's) when they differ from the last recorded; returns its
+    shell-quoted line."""
     line = shlex.join(map(str, cmd))
-    Path(log_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(log_dir) / COMMANDS, "a", encoding="utf-8") as log:
+    path = Path(log_dir) / COMMANDS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    settings = thread_settings(os.environ if env is None else env)
+    recorded = [r for r in path.read_text(encoding="utf-8").splitlines() if is_setting(r)] if path.exists() else []
+    with open(path, "a", encoding="utf-8") as log:
+        if recorded[-len(settings) :] != settings:
+            log.write("\n".join(settings) + "\n")
         log.write(line + "\n")
     return line

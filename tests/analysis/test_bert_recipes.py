@@ -2,7 +2,6 @@
 two phases (recipes/bert_length_schedule.sh) and the Table 5 ablation rows (recipes/bert_table5_ablations.sh)
 at both scales, with BERT's settings of fairseq_normformer/paper.py at paper scale."""
 import os
-import shlex
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ import pytest
 from fairseq import options
 
 from fairseq_normformer.paper import BERT
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, recorded_commands
 
 ENV = {"DRY_RUN": "1", "DATA": "/d/data-bin", "GLUE_DIR": "/d/glue", "SPM_MODEL": "/d/spm.model", "PY": sys.executable}
 
@@ -28,7 +27,7 @@ def commands(tmp_path_factory):
     found = {}
     for (recipe, scale), process in runs.items():
         assert process.wait() == 0, (out / f"{recipe}-{scale}.log").read_text()[-3000:]
-        argvs = [shlex.split(line) for line in (out / f"{recipe}-{scale}" / "commands.sh").read_text().splitlines()]
+        argvs = recorded_commands(out / f"{recipe}-{scale}" / "commands.sh")
         found[recipe, scale] = [a for a in argvs if os.path.basename(a[0]).startswith("fairseq-")]
     return found
 

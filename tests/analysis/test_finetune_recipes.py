@@ -2,13 +2,12 @@
 parser and carries BERT's fine-tuning settings (recipes/bert_finetune.sh), and the tiny recipe's
 pre-trained and from-scratch runs differ only in the checkpoint they start from."""
 import os
-import shlex
 import subprocess
 import sys
 
 from fairseq import options
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, recorded_commands
 
 # task: lr, batch size, epochs, training examples (BERT §4.2-4.4, Appendix A.3)
 BERT = {"squad1": (5e-5, 32, 3, 87_599), "squad2": (5e-5, 48, 2, 130_319), "conll": (5e-5, 32, 3, 14_041),
@@ -20,7 +19,7 @@ def dry_run(recipe: str, out, env: dict) -> list:
     env = {**os.environ, "DRY_RUN": "1", "PY": sys.executable, **env}
     subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", *([out] if recipe == "finetune_tiny" else [])],
                    env=env, check=True, capture_output=True)  # fmt: skip
-    return [shlex.split(line) for line in (out / "commands.sh").read_text().splitlines()]
+    return recorded_commands(out / "commands.sh")
 
 
 def train_args(argv):

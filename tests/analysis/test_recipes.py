@@ -1,7 +1,6 @@
 """The recipes' commands (DRY_RUN=1): every fairseq command parses with fairseq's own parsers, and
 paper-scale runs see the paper's tokens per update."""
 import os
-import shlex
 import subprocess
 import sys
 
@@ -10,7 +9,8 @@ from fairseq import options
 
 from fairseq_normformer.runs.lr_stability import stability_command
 from fairseq_normformer.cli.analyze import build_parser
-from tests.conftest import REPO_ROOT
+from fairseq_normformer.runs.run_dir import THREAD_VARIABLES
+from tests.conftest import REPO_ROOT, recorded_commands
 
 RECIPES = ["fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio", "table3_lr_stability",
            "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103"]  # fmt: skip
@@ -21,17 +21,31 @@ PAPER_TOKENS = {"gpt3_small": 2**19, "gpt3_medium": 2**19, "gpt3_xl": 2**20, "gp
 
 
 @pytest.fixture(scope="module")
-def commands(tmp_path_factory):
-    """{(recipe, scale): [argv of each command]} written by DRY_RUN=1."""
+def logs(tmp_path_factory):
+    """{(recipe, scale): its commands.sh} written by DRY_RUN=1, with no thread settings in the environment."""
     out, found = tmp_path_factory.mktemp("recipes"), {}
-    env = {**os.environ, "DRY_RUN": "1", "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair"), "PY": sys.executable}
+    env = {**{k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}, "DRY_RUN": "1",
+           "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair"), "PY": sys.executable}  # fmt: skip
     for recipe in RECIPES:
         for scale in SCALES[:2] if recipe in NO_SMALL_SCALE else SCALES:
             run_dir = out / f"{recipe}-{scale}"
             subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", scale, run_dir], env=env, check=True,
                            capture_output=True)  # fmt: skip
-            found[recipe, scale] = [shlex.split(line) for line in (run_dir / "commands.sh").read_text().splitlines()]
+            found[recipe, scale] = run_dir / "commands.sh"
     return found
+
+
+@pytest.fixture(scope="module")
+def commands(logs):
+    """{(recipe, scale): [argv of each command]}."""
+    return {key: recorded_commands(path) for key, path in logs.items()}
+
+
+def test_commands_sh_starts_with_the_threads_the_recipe_runs_with(logs):
+    """tiny and small runs are single-threaded (OMP_NUM_THREADS=1 unless set); paper runs keep the environment's."""
+    for (recipe, scale), path in logs.items():
+        threads = ["unset OMP_NUM_THREADS"] if scale == "paper" else ["export OMP_NUM_THREADS=1"]
+        assert path.read_text().splitlines()[:2] == threads + ["unset MKL_NUM_THREADS"], (recipe, scale)
 
 
 def fairseq_train_args(argv):
@@ -111,7 +125,7 @@ def test_lambert_mnli_dry_run_prints_the_data_step_and_writes_no_data(tmp_path):
     result = subprocess.run(["bash", REPO_ROOT / "recipes" / "lambert_mnli.sh"], env=env, capture_output=True,
                             text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    argvs = [shlex.split(line) for line in (out / "finetune" / "commands.sh").read_text().splitlines()]
+    argvs = recorded_commands(out / "finetune" / "commands.sh")
     # a Python script's name, else the console script's (`make test` runs a relative .venv/bin/python)
     scripts = [os.path.basename(a[1] if os.path.basename(a[0]).startswith("python") else a[0]) for a in argvs]
     assert scripts == ["sentence_prediction_data.py", "fairseq-train", "fairseq-train", "fairseq-train", "glue_table.py"]

@@ -4,7 +4,6 @@ import importlib.util
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 
@@ -17,7 +16,7 @@ from fairseq_normformer.analysis.seeds import mean_std, paired_differences, t_in
 from fairseq_normformer.cli.analyze import main as analyze
 from fairseq_normformer.cli.zero_shot import main as zero_shot
 from tests.analysis.test_training_log import write_log
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, recorded_commands
 
 BASELINE = [30.2, 31.0, 29.5]
 NORMFORMER = [28.1, 29.2, 27.9]  # clearly lower, seed by seed
@@ -161,7 +160,7 @@ def dry_run(recipe, out, *args, **env):
     script = REPO_ROOT / "recipes" / f"{recipe}.sh"
     result = subprocess.run(["bash", script, *(args or ("tiny", out))], env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    return [shlex.split(line) for line in (out / "commands.sh").read_text().splitlines()]
+    return recorded_commands(out / "commands.sh")
 
 
 def seed_of(run_dir) -> int:

@@ -1,7 +1,6 @@
 """recipes/xiong_warmup_study.sh (DRY_RUN=1): the four runs of Xiong et al.'s warmup study with the
 settings of fairseq_normformer/paper.py, and every command parses with fairseq's and our parsers."""
 import os
-import shlex
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ from fairseq import options
 
 from fairseq_normformer.cli.analyze import build_parser
 from fairseq_normformer.paper import XIONG_RUNS
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, recorded_commands
 
 MODELS = {"postln": (True, False), "preln": (False, False), "normformer": (False, True)}  # post_ln, scale_attn
 
@@ -19,7 +18,7 @@ def dry_run(scale, out):
     env = {**os.environ, "DRY_RUN": "1", "DATA": "/nonexistent/iwslt14", "PY": sys.executable}
     subprocess.run(["bash", REPO_ROOT / "recipes" / "xiong_warmup_study.sh", scale, out], env=env, check=True,
                    capture_output=True)  # fmt: skip
-    return [shlex.split(line) for line in (out / "commands.sh").read_text().splitlines()]
+    return recorded_commands(out / "commands.sh")
 
 
 @pytest.mark.parametrize("scale", ["paper", "tiny"])

@@ -37,8 +37,11 @@ def test_demo_trains_both_models_then_reuses_them(tmp_path):
     assert (rows["preln"][0], rows["normformer"][0]) == (preln, normformer)
     for model, (_, updates, lr, ppl, speed) in rows.items():
         assert updates == 16 and lr == 3e-3 and math.isfinite(ppl) and ppl < vocab and speed > 0
-        evaluated = (next(tmp_path.glob(f"runs/{model}-*")) / "eval.log").read_text()
-        assert f"Perplexity: {ppl:.2f}" in evaluated
+        run_dir = next(tmp_path.glob(f"runs/{model}-*"))
+        assert f"Perplexity: {ppl:.2f}" in (run_dir / "eval.log").read_text()
+        # the threads of both commands (--threads 1), recorded once before them
+        lines = (run_dir / "commands.sh").read_text().splitlines()
+        assert lines[:2] == ["export OMP_NUM_THREADS=1", "export MKL_NUM_THREADS=1"] and len(lines) == 4
     assert "update    16" in out  # progress was shown
 
     again = demo(tmp_path)  # reuses the corpus, both runs and their evaluations

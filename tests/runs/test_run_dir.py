@@ -8,7 +8,7 @@ import pytest
 
 from fairseq_normformer.runs import run_dir
 from fairseq_normformer.runs.atomic import atomic_directory
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, recorded_commands
 
 
 def shell(script, out, **env):
@@ -28,9 +28,26 @@ def test_shell_and_python_share_the_done_marker_and_the_commands_log(tmp_path):
     dry = shell(f"run {shlex.join(cmd)}", tmp_path, DRY_RUN="1")
     assert dry.returncode == 0 and not (tmp_path / "a file").exists()  # logged and printed, not run
     run_dir.log_command(tmp_path, cmd)
-    lines = (tmp_path / run_dir.COMMANDS).read_text().splitlines()
-    assert [shlex.split(line) for line in lines] == [cmd, cmd] and shlex.split(dry.stdout) == cmd
+    assert recorded_commands(tmp_path / run_dir.COMMANDS) == [cmd, cmd] and shlex.split(dry.stdout) == cmd
     assert shell(f"run {shlex.join(cmd)}", tmp_path, DRY_RUN="0").returncode == 0 and (tmp_path / "a file").exists()
+
+
+def test_commands_sh_sets_the_threads_each_command_ran_with_when_run_in_a_plain_shell(tmp_path):
+    """Both sides record the thread settings before a command when they differ from the last recorded
+    (export, or unset); run by a shell whose environment sets other values, each command sees its own."""
+    cmd = ["sh", "-c", 'echo "${OMP_NUM_THREADS-unset} ${MKL_NUM_THREADS-unset}" >> seen']
+    logged = shell(f"export OMP_NUM_THREADS=1; unset MKL_NUM_THREADS; run {shlex.join(cmd)}; run {shlex.join(cmd)}",
+                   tmp_path, DRY_RUN="1")  # fmt: skip
+    assert logged.returncode == 0, logged.stderr
+    run_dir.log_command(tmp_path, cmd, {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"})
+    run_dir.log_command(tmp_path, cmd, {})
+    lines = (tmp_path / run_dir.COMMANDS).read_text().splitlines()
+    assert [line for line in lines if run_dir.is_setting(line)] == [
+        "export OMP_NUM_THREADS=1", "unset MKL_NUM_THREADS", "export OMP_NUM_THREADS=2", "export MKL_NUM_THREADS=2",
+        "unset OMP_NUM_THREADS", "unset MKL_NUM_THREADS"]  # fmt: skip
+    subprocess.run(["env", "-i", "OMP_NUM_THREADS=7", "MKL_NUM_THREADS=7", "bash", run_dir.COMMANDS], cwd=tmp_path,
+                   check=True)  # fmt: skip
+    assert (tmp_path / "seen").read_text().splitlines() == ["1 unset", "1 unset", "2 2", "unset unset"]
 
 
 def test_run_in_marks_a_run_done_only_when_it_succeeds_and_reuses_it(tmp_path):

@@ -1,5 +1,7 @@
 # Appended by three invocations of recipes/bert_table5_ablations.sh tiny (ROWS="mlm_nsp ltr", then all rows, then
 # again after fixing the LTR fine-tuning); two failed LTR fine-tuning attempts of the earlier code are left out.
+export OMP_NUM_THREADS=1
+unset MKL_NUM_THREADS
 /work/main/.venv/bin/normformer-build-corpus --out work/recipes/corpus-bert-v2000 --format bert --vocab-size 2000 
 /work/main/.venv/bin/python recipes/sentence_prediction_data.py same-document work/recipes/corpus-bert-v2000/raw --out work/recipes/bert_table5_ablations-tiny/glue/SameDoc 
 /work/main/.venv/bin/fairseq-train work/recipes/corpus-bert-v2000/data-bin --task mlm_nsp --criterion mlm_nsp --mask-prob 0.15 --short-seq-prob 0.1 --arch postln_bert_base --encoder-layers 2 --encoder-embed-dim 64 --encoder-ffn-embed-dim 256 --encoder-attention-heads 4 --dropout 0.1 --attention-dropout 0.1 --tokens-per-sample 128 --batch-size 16 --lr 1e-3 --warmup-updates 30 --cpu --num-workers 0 --validate-interval-updates 60 --save-interval-updates 60 --keep-interval-updates 1 --log-interval 10 --optimizer adam --adam-betas \(0.9\,\ 0.999\) --adam-eps 1e-06 --weight-decay 0.01 --lr-scheduler polynomial_decay --total-num-update 300 --max-update 300 --required-batch-size-multiple 1 --validate-interval 1000 --no-epoch-checkpoints --seed 1 --log-format simple --user-dir fairseq_normformer --save-dir work/recipes/bert_table5_ablations-tiny/mlm_nsp/pretrain/checkpoints 

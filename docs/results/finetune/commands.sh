@@ -1,6 +1,8 @@
 # recipes/finetune_tiny.sh work/finetune_tiny with PY=/work/main/.venv/bin/python (the shared venv), as recorded
 # by recipes/_run_dir.sh. NER first ran with 200 updates (both runs predicted only O: F1 0); the recipe's NER
 # default became 1500 updates and those two runs were redone; the 200-update NER commands are left out here.
+export OMP_NUM_THREADS=1
+unset MKL_NUM_THREADS
 /work/main/.venv/bin/python -m fairseq_normformer.cli.build_corpus --out work/finetune_tiny/corpus --format bert --vocab-size 2000 --max-chars 1000000 
 /work/main/.venv/bin/python -m fairseq_normformer.cli.build_corpus --out work/finetune_tiny/data/qa --format squad --max-chars 300000 
 /work/main/.venv/bin/python -m fairseq_normformer.cli.build_corpus --out work/finetune_tiny/data/ner --format conll --max-chars 300000 
