@@ -35,8 +35,8 @@ thread_settings() {
   done
 }
 
-# record LINE: LINE appended to OUT/commands.sh, after the thread settings when they differ from the last recorded
-record() {
+# record_command LINE: LINE appended to OUT/commands.sh, after the thread settings when they differ from the last recorded
+record_command() {
   local log="$OUT/commands.sh" settings recorded
   settings="$(thread_settings)"
   recorded="$(grep -E '^(export|unset) ' "$log" 2>/dev/null | tail -n "${#THREAD_VARIABLES[@]}" || true)"
@@ -47,7 +47,7 @@ record() {
 run() {
   local line
   line="$(printf '%q ' "$@")"
-  if [ -n "${OUT:-}" ]; then record "${line//$REPO\//}"; fi
+  if [ -n "${OUT:-}" ]; then record_command "${line//$REPO\//}"; fi
   if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "$@"; fi
 }
 
