@@ -18,10 +18,10 @@ HALF_MILLION, MILLION = 1024 * 1024 // 2, 1024 * 1024
 AUTHORS_UPDATES = {HALF_MILLION: 572204, MILLION: 286102}
 
 
-def dry_run(script, env) -> subprocess.CompletedProcess:
+def dry_run(script, env, *extra) -> subprocess.CompletedProcess:
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
     env = dict(os.environ, DRY_RUN="1", LR="1e-3", USER_DIR=str(USER_DIR), PATH=path, **env)
-    return subprocess.run(["bash", f"examples/slurm/{script}", "/data-bin", "/checkpoints", "--seed", "3"],
+    return subprocess.run(["bash", f"examples/slurm/{script}", "/data-bin", "/checkpoints", "--seed", "3", *extra],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
@@ -174,6 +174,24 @@ def test_both_scripts_train_two_processes_as_one_with_update_freq_2(cpu_runs):
     assert losses(cpu_runs["sbatch"]) == pytest.approx(reference, abs=2e-3)  # logged with 3 decimals
 
 
-def test_cpu_mode_prints_the_arithmetic_and_skips_the_memory_plan(cpu_runs):
-    assert "tokens per update: 2 GPUs x 16 x 2048 x 8 = 524288" in cpu_runs["sbatch"]
-    assert "memory per GPU" not in cpu_runs["sbatch"]
+def test_the_printed_tokens_per_update_are_what_fairseq_trains_with(cpu_runs):
+    """The arithmetic is of the arguments that run, the tiny overrides included: what fairseq logs as wpb."""
+    printed = {"sbatch": "2 processes x 2 sentences x 32 tokens x update-freq 1 = 128 tokens per update",
+               "torchrun node 0": "2 processes x 2 sentences x 32 tokens x update-freq 1 = 128 tokens per update",
+               "1 process, --update-freq 2": "1 process x 2 sentences x 32 tokens x update-freq 2 = 128 tokens per update"}  # fmt: skip
+    for name, line in printed.items():
+        assert line in cpu_runs[name], name
+        assert {float(stats["wpb"]) for stats in logged_updates(cpu_runs[name]).values()} == {128.0}, name
+    assert "memory per GPU" not in cpu_runs["sbatch"]  # CPU: no memory plan
+    warnings = [line for line in cpu_runs["sbatch"].splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "128 tokens per update (the paper's 524288)" in warnings[0]
+    assert "--warmup-updates 750 --total-num-update 572204" in warnings[0]
+
+
+def test_a_small_run_with_its_own_schedule_is_not_warned_about():
+    env = torchrun_nodes(1, CPU="1", GPUS_PER_NODE="2", ARCH="normformer_lm_gpt3_small")
+    result = dry_run("train_lm_torchrun.sh", env, "--tokens-per-sample", "128", "--batch-size", "8", "--update-freq", "1",
+                     "--warmup-updates", "4", "--total-num-update", "40", "--max-update", "40")  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "2 processes x 8 sentences x 128 tokens x update-freq 1 = 2048 tokens per update" in result.stderr
+    assert "warning" not in result.stderr
