@@ -12,6 +12,7 @@ BERT's pre-training settings (Devlin et al. 2019), which the BERT recipes follow
 and the memory each GPU needs to train a size (``memory_plan.py``, docs/distributed.md#memory-plan)::
 
     normformer-paper-settings --memory --size 1.3B --model normformer --world-size 8 --gpu-memory 32
+    normformer-paper-settings --memory-table      # docs/distributed.md's table, every size
 """
 import argparse
 import json

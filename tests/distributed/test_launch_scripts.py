@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from fairseq import options
 
+from fairseq_normformer.runs.launch import main as launch_arguments
+
 from ..conftest import REPO_ROOT, USER_DIR
 from .fairseq_runs import logged_updates
 
@@ -22,7 +24,7 @@ def dry_run(script, env, *extra) -> subprocess.CompletedProcess:
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
     env = dict(os.environ, DRY_RUN="1", LR="1e-3", USER_DIR=str(USER_DIR), PATH=path, **env)
     return subprocess.run(["bash", f"examples/slurm/{script}", "/data-bin", "/checkpoints", "--seed", "3", *extra],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip  (a hang guard)
 
 
 def fairseq_train_args(command_line: str):
@@ -64,7 +66,7 @@ def test_launch_scripts_train_with_the_papers_batch(script, env, world_size, tok
     assert args.arch == env["ARCH"] and args.memory_efficient_fp16
     assert world_size * args.batch_size * args.tokens_per_sample * args.update_freq[0] == tokens
     assert args.max_update == float(args.total_num_update) == AUTHORS_UPDATES[tokens]
-    assert f"= {tokens}" in result.stderr  # the arithmetic is printed
+    assert f"= {tokens} tokens per update" in result.stderr and "warning" not in result.stderr  # the paper's sizes
     assert f"memory per GPU: {env['ARCH']}" in result.stderr and "fits: V100 16GB" in result.stderr
 
 
@@ -188,10 +190,17 @@ def test_the_printed_tokens_per_update_are_what_fairseq_trains_with(cpu_runs):
     assert "--warmup-updates 750 --total-num-update 572204" in warnings[0]
 
 
-def test_a_small_run_with_its_own_schedule_is_not_warned_about():
-    env = torchrun_nodes(1, CPU="1", GPUS_PER_NODE="2", ARCH="normformer_lm_gpt3_small")
-    result = dry_run("train_lm_torchrun.sh", env, "--tokens-per-sample", "128", "--batch-size", "8", "--update-freq", "1",
-                     "--warmup-updates", "4", "--total-num-update", "40", "--max-update", "40")  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    assert "2 processes x 8 sentences x 128 tokens x update-freq 1 = 2048 tokens per update" in result.stderr
-    assert "warning" not in result.stderr
+SMALL_RUN = ["/data-bin", "--tokens-per-sample", "128", "--batch-size", "8", "--update-freq", "1", "--max-update", "40"]
+SMALL_SCHEDULE = ["--warmup-updates", "4", "--total-num-update", "40"]
+
+
+@pytest.mark.parametrize("schedule, warned", [(SMALL_SCHEDULE, False), ([], True)])
+def test_other_sizes_with_the_papers_schedule_are_warned_about(capsys, schedule, warned):
+    """(In-process: launch.py is what the scripts run.)"""
+    launch_arguments(["--arch", "normformer_lm_gpt3_small", "--processes", "2", "--cpu", "--save-dir", "/s",
+                      "--user-dir", str(USER_DIR), "--", *SMALL_RUN, *schedule])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert out.startswith("LM_ARGS=(") and "2 processes x 8 sentences x 128 tokens x update-freq 1 = 2048 tokens per update\n" in err
+    warning = ("warning: 2048 tokens per update (the paper's 524288), --max-update 40 with the paper's schedule "
+               "(--warmup-updates 750 --total-num-update 572204, for 300B tokens)")  # fmt: skip
+    assert (warning in err) == warned and err.count("\n") == 1 + warned
