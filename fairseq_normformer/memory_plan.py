@@ -231,3 +231,32 @@ def report_lines(p: Plan) -> list:
     lines.append(f"  {'total':<14}{gib(p.total)}  (+ {RESERVED_BYTES / GIB:g} GiB CUDA context and allocator slack)")
     fits = ", ".join(f"{gpu} {'yes' if p.fits(gb) else 'no'}" for gpu, gb in GPUS.items())
     return lines + [f"  fits: {fits}"]
+
+
+def gib_text(n: int) -> str:
+    return f"{n / GIB:.2f}"
+
+
+def fit_text(preset: str, precision: str, world_size: int, batch_size: int, seq_len: int, gpu_gb: float, dropout) -> str:
+    """The backend ``auto_plan`` picks for ``gpu_gb`` and its total GiB, e.g. "zero-os + ckpt: 11.46"."""
+    try:
+        p = auto_plan(preset, precision, world_size, batch_size, seq_len, gpu_gb, dropout)
+    except ValueError:
+        return "does not fit"
+    return f"{p.backend}{' + ckpt' if p.checkpoint_activations else ''}: {gib_text(p.total)}"
+
+
+def table_lines(runs: list, precision: str, world_size: int, seq_len: int) -> list:
+    """A markdown table, GiB per GPU, a row per run (label, preset, batch size, dropout): weights, gradients,
+    Adam and DDP's buckets under DDP; activations without (and with) --checkpoint-activations; per GPU of
+    GPUS the backend ``auto_plan`` picks and its total."""
+    header = ["model", "--batch-size", "weights + gradients + Adam + DDP buckets", "activations (checkpointed)", *GPUS]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for label, preset, batch_size, dropout in runs:
+        ddp, checkpointed = (plan(preset, precision, "c10d", world_size, batch_size, seq_len, ckpt, dropout)
+                             for ckpt in (False, True))  # fmt: skip
+        state = ddp.total - ddp.bytes["activations"]
+        activations = f"{gib_text(ddp.bytes['activations'])} ({gib_text(checkpointed.bytes['activations'])})"
+        fits = [fit_text(preset, precision, world_size, batch_size, seq_len, gb, dropout) for gb in GPUS.values()]
+        lines.append("| " + " | ".join([label, str(batch_size), gib_text(state), activations, *fits]) + " |")
+    return lines

@@ -12,6 +12,7 @@ BERT's pre-training settings (Devlin et al. 2019), which the BERT recipes follow
 and the memory each GPU needs to train a size (``memory_plan.py``, docs/distributed.md#memory-plan)::
 
     normformer-paper-settings --memory --size 1.3B --model normformer --world-size 8 --gpu-memory 32
+    normformer-paper-settings --memory-table      # docs/distributed.md's table, every size
 """
 import argparse
 import json
@@ -153,12 +154,21 @@ def settings(table: str, size: str, model: str, world_size: int, batch_size=None
     sizes = TABLES[table]["sizes"]
     if size not in sizes:
         raise ValueError(f"table {table} has no {size} run; its sizes: {', '.join(sizes)}")
+    return {
+        "table": table, **size_settings(size, model, world_size, batch_size, tokens_per_sample, fully_sharded),
+        "lrs": list(sizes[size][model]), "warmup_updates": TABLES[table].get("warmup_updates", WARMUP_UPDATES),
+    }  # fmt: skip
+
+
+def size_settings(size: str, model: str, world_size: int, batch_size=None, tokens_per_sample: int = TOKENS_PER_SAMPLE,
+                  fully_sharded: bool = False) -> dict:  # fmt: skip
+    """The settings of a size that no table changes (every size, 760M too): the model, batch
+    arithmetic, optimiser, precision."""
+    size = PRESET_SIZES.get(size, size)
     batch_size = batch_size or BATCH_SIZE[size]
     freq = update_freq(TOKENS_PER_UPDATE[size], world_size, batch_size, tokens_per_sample)
     return {
-        "table": table, "size": size, "model": model, "arch": f"{MODELS[model]}_{SIZES[size]}",
-        "lrs": list(sizes[size][model]), "dropout": DROPOUT.get(size, DEFAULT_DROPOUT),
-        "warmup_updates": TABLES[table].get("warmup_updates", WARMUP_UPDATES),
+        "size": size, "model": model, "arch": f"{MODELS[model]}_{SIZES[size]}", "dropout": DROPOUT.get(size, DEFAULT_DROPOUT),
         "adam_betas": list(ADAM_BETAS), "adam_eps": ADAM_EPS, "weight_decay": WEIGHT_DECAY, "clip_norm": CLIP_NORM,
         "tokens_per_sample": tokens_per_sample, "tokens_per_update": TOKENS_PER_UPDATE[size],
         "world_size": world_size, "batch_size": batch_size, "update_freq": freq,
@@ -216,7 +226,10 @@ def get_parser() -> argparse.ArgumentParser:
                        help="paper table ('figs': Figures 2-5; 'xiong': Xiong et al.'s warmup study, shell format)")
     which.add_argument("--bert", action="store_true", help="BERT's pre-training settings (the BERT recipes)")
     which.add_argument("--memory", action="store_true",
-                       help="bytes per GPU of each --size and --model (Table 6's runs), and the GPUs it fits")
+                       help="bytes per GPU of each --size and --model (default: every size, both models), and the GPUs it fits")
+    which.add_argument("--memory-table", action="store_true",
+                       help="docs/distributed.md's memory table: each --size (default: all) of the first --model (default: "
+                            "normformer), and the backend --backend auto picks on each GPU")
     p.add_argument("--size", action="append", choices=[*SIZES, *PRESET_SIZES],
                    help="125M or gpt3_small, ...; repeatable; default: the table's sizes")
     p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
@@ -260,8 +273,21 @@ def memory_plan_of(s: dict, args) -> memory_plan.Plan:
     return p
 
 
+def with_plan(s: dict, p: memory_plan.Plan):
+    """The plan's fairseq-train arguments into ``settings`` run ``s`` (FSDP's precision under FSDP)."""
+    s["memory_args"] = p.fairseq_args()
+    if p.backend.startswith("fsdp"):
+        s["precision"] = list(FSDP_FP16)
+
+
 def memory_main(args, runs: list):
-    """--memory: the plan of each run as text, or with --format shell MEMORY_ARGS=(...) of one run."""
+    """--memory: the plan of each run as text, or with --format shell MEMORY_ARGS=(...) of one run;
+    --memory-table: docs/distributed.md's table of the runs of one model."""
+    if args.memory_table:
+        model = (args.model or ["normformer"])[0]
+        rows = [(s["size"], s["arch"], s["batch_size"], s["dropout"] > 0) for s in runs if s["model"] == model]
+        print("\n".join(memory_plan.table_lines(rows, args.precision, args.world_size, args.tokens_per_sample)))
+        return
     plans = [memory_plan_of(s, args) for s in runs]
     report = "\n".join(line for p in plans for line in memory_plan.report_lines(p))
     if args.format != "shell":
@@ -282,23 +308,21 @@ def main(argv=None):
     if args.bert:
         print("\n".join(bert_shell_lines()) if args.format == "shell" else json.dumps(BERT, indent=2))
         return
-    table = "6" if args.memory else args.table
-    sizes = args.size or list(TABLES[table]["sizes"])
     try:
-        runs = [settings(table, size, model, args.world_size, args.batch_size, args.tokens_per_sample,
-                         args.fully_sharded)
-                for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
-        if args.memory:
+        if args.memory or args.memory_table:  # every size: the plan needs no table's LRs
+            runs = [size_settings(size, model, args.world_size, args.batch_size, args.tokens_per_sample)
+                    for size in args.size or SIZES for model in (args.model or list(MODELS))]  # fmt: skip
             return memory_main(args, runs)
+        runs = [settings(args.table, size, model, args.world_size, args.batch_size, args.tokens_per_sample,
+                         args.fully_sharded)
+                for size in args.size or TABLES[args.table]["sizes"] for model in (args.model or list(MODELS))]  # fmt: skip
         plans = [memory_plan_of(s, args) for s in runs] if args.gpu_memory is not None else []
     except ValueError as e:
         sys.exit(f"normformer-paper-settings: error: {e}")
     for p in plans:  # the arithmetic, for the launch scripts' logs
         print("\n".join(memory_plan.report_lines(p)), file=sys.stderr)
     for s, p in zip(runs, plans):
-        s["memory_args"] = p.fairseq_args()
-        if p.backend.startswith("fsdp"):
-            s["precision"] = list(FSDP_FP16)
+        with_plan(s, p)
     print("\n".join(shell_lines(runs)) if args.format == "shell" else json.dumps(runs, indent=2))
 
 

@@ -21,8 +21,7 @@
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PY:-$REPO/.venv/bin/python}"
-BIN="$(dirname "$PY")"
+source "$REPO/recipes/_python.sh"  # PY, BIN
 USER_DIR="$REPO/fairseq_normformer"
 RECIPE="$(basename "$0" .sh)"
 SCALE="${1:-paper}"

@@ -30,8 +30,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
-PY=${PY:-$REPO/.venv/bin/python}
-BIN=$(dirname "$PY")
+source "$HERE/_python.sh"  # PY, BIN
 for setting in CHECKPOINT ARCH DATA_BIN SPM_MODEL OUT; do  # described in the header above
   [ -n "${!setting:-}" ] || { echo "bert_finetune.sh: set $setting (see the script's header)" >&2; exit 2; }
 done

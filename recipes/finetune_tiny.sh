@@ -21,8 +21,7 @@ set -euo pipefail
 WORK=${1:-work/finetune_tiny}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
-PY=${PY:-$REPO/.venv/bin/python}
-BIN=$(dirname "$PY")
+source "$HERE/_python.sh"  # PY, BIN
 MAX_CHARS=${MAX_CHARS:-1000000}
 VOCAB_SIZE=${VOCAB_SIZE:-2000}
 TASK_CHARS=${TASK_CHARS:-300000}

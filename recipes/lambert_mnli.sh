@@ -21,8 +21,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
-PY=${PY:-$REPO/.venv/bin/python}
-BIN=$(dirname "$PY")
+source "$HERE/_python.sh"  # PY, BIN
 : "${DATA_BIN:?set DATA_BIN to BERT-format pre-training data (fairseq-preprocess output)}"
 : "${SPM_MODEL:?set SPM_MODEL to the SentencePiece model of DATA_BIN}"
 : "${GLUE_DIR:?set GLUE_DIR to the directory of the GLUE tasks (MNLI/)}"

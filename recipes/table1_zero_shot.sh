@@ -29,8 +29,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
-PY=${PY:-$REPO/.venv/bin/python}
-BIN=$(dirname "$PY")
+source "$HERE/_python.sh"  # PY, BIN
 SCALE=${1:?usage: recipes/table1_zero_shot.sh tiny|paper [WORKDIR]}
 WORK=${2:-work/table1_$SCALE}
 EXTRA_FLAGS=${EXTRA_FLAGS:-}

@@ -27,8 +27,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
-PY=${PY:-$REPO/.venv/bin/python}
-BIN=$(dirname "$PY")
+source "$HERE/_python.sh"  # PY, BIN
 : "${CHECKPOINT:?set CHECKPOINT to the pre-trained fairseq checkpoint}"
 : "${ARCH:?set ARCH to the --arch of the checkpoint (e.g. normformer_roberta_base)}"
 : "${DATA_BIN:?set DATA_BIN to the pre-training data directory (its dict.txt is used)}"

@@ -16,8 +16,7 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(dirname "$HERE")
-PY=${PY:-$REPO/.venv/bin/python}
-BIN=$(dirname "$PY")
+source "$HERE/_python.sh"  # PY, BIN
 WORK=${1:-work/tiny_mlm_nsp}
 MAX_UPDATE=${MAX_UPDATE:-400}
 LR=${LR:-1e-3}

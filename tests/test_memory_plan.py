@@ -13,10 +13,10 @@ from fairseq.distributed import fsdp_enable_wrap, fsdp_wrap
 from fairseq.distributed import utils as distributed_utils
 from fairseq.trainer import Trainer
 
-from fairseq_normformer import memory_plan
+from fairseq_normformer import memory_plan, paper
 from fairseq_normformer.memory_plan import ModelShape
 
-from .conftest import USER_DIR, run_cli
+from .conftest import REPO_ROOT, USER_DIR, run_cli
 from .models.lm_builders import normformer_lm, tiny_dictionary
 
 L, D, F, H, T, B = 2, 64, 256, 4, 32, 3
@@ -200,3 +200,19 @@ def test_the_cli_prints_the_plan_and_the_arguments_it_picks():
     planned = memory_plan.plan("normformer_lm_gpt3_2_7", "memory-efficient-fp16", "fsdp", 8, 4, 2048, True)
     assert f"{planned.total / 2**30:.2f} GiB" in result.stderr  # the total, printed for the log
     assert "fits: V100 16GB yes" in result.stderr
+
+
+def test_the_pages_memory_table_is_what_the_cli_prints(capsys):
+    paper.main(["--memory-table"])
+    page = (REPO_ROOT / "docs" / "distributed.md").read_text()
+    table = page.split("<!-- begin memory-table -->\n")[1].split("<!-- end memory-table -->")[0]
+    assert table == capsys.readouterr().out
+    assert [line.split(" | ")[0] for line in table.splitlines()[2:]] == [f"| {size}" for size in paper.SIZES]
+
+
+def test_every_size_of_the_help_has_a_memory_plan(capsys):
+    (sizes,) = [a.choices for a in paper.get_parser()._actions if a.dest == "size"]
+    for size in sizes:
+        paper.main(["--memory", "--size", size, "--model", "normformer"])
+        preset = f"normformer_lm_{paper.SIZES.get(size, size)}"
+        assert capsys.readouterr().out.startswith(f"memory per GPU: {preset} "), size

@@ -16,7 +16,7 @@ NNODES=${SLURM_NNODES:-${NNODES:?set NNODES}}
 NODE_RANK=${SLURM_NODEID:-${NODE_RANK:?set NODE_RANK}}
 MASTER_ADDR=${MASTER_ADDR:-$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}
 WORLD_SIZE=$((NNODES * GPUS_PER_NODE))
-lm_train_args
+lm_train_args "$DATA_BIN" "$@"
 run torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS_PER_NODE" --node-rank "$NODE_RANK" \
   --master-addr "$MASTER_ADDR" --master-port "${PORT:-29500}" \
   "$(command -v fairseq-train)" "$DATA_BIN" "${LM_ARGS[@]}" "$@"

@@ -136,3 +136,36 @@ def test_lambert_mnli_dry_run_prints_the_data_step_and_writes_no_data(tmp_path):
         assert (args.data, args.task, args.arch) == (data, "sentence_prediction", "lambert_base")
     assert "sentence_prediction_data.py glue MNLI" in result.stdout  # printed, as the training commands
     assert not (out / "finetune" / "data").exists() and not (out / "pretrain").exists()
+
+
+def test_without_a_venv_the_recipes_run_the_python_on_path(tmp_path):
+    """A checkout without .venv, an environment of the user's own active (its bin first on PATH): the
+    recipe runs that Python and its console scripts."""
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for name in ("recipes", "fairseq_normformer"):
+        (checkout / name).symlink_to(REPO_ROOT / name)
+    env_bin = os.path.abspath(os.path.dirname(sys.executable))
+    env = {**{k: v for k, v in os.environ.items() if k != "PY"}, "DRY_RUN": "1", "SEEDS": "2",
+           "PATH": f"{env_bin}:{os.environ['PATH']}"}  # fmt: skip
+    result = subprocess.run(["bash", checkout / "recipes" / "table5_ablations.sh", "tiny", tmp_path / "out"], env=env,
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    argvs = [shlex.split(line) for line in result.stdout.splitlines()]
+    assert len(argvs) == 2 * 7 + 1  # 7 rows x 2 seeds, then the table
+    assert {os.path.dirname(argv[0]) for argv in argvs} == {env_bin}
+
+
+def test_a_python_without_the_plugin_is_refused_in_one_line(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 1\n")  # imports nothing
+    fake.chmod(0o755)
+    scripts = [p for p in sorted((REPO_ROOT / "recipes").glob("*.sh")) if not p.name.startswith("_")]
+    scripts += [REPO_ROOT / "examples" / "slurm" / name for name in ("train_lm.sbatch", "train_lm_torchrun.sh")]
+    for script in scripts:
+        result = subprocess.run(["bash", script, "tiny", tmp_path / "out"], env={**os.environ, "PY": str(fake)},
+                                capture_output=True, text=True, cwd=REPO_ROOT)  # fmt: skip
+        assert (result.returncode, result.stdout) == (2, ""), script.name
+        assert result.stderr == (f"{script.name}: error: PY={fake} cannot import fairseq_normformer: set PY to the python "
+                                 "of an environment that has it (bash scripts/install.sh path/to/python), or activate one\n")  # fmt: skip
+    assert not (tmp_path / "out").exists()

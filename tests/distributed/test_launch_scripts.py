@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from fairseq import options
 
+from fairseq_normformer.runs.launch import main as launch_arguments
+
 from ..conftest import REPO_ROOT, USER_DIR
 from .fairseq_runs import logged_updates
 
@@ -18,11 +20,11 @@ HALF_MILLION, MILLION = 1024 * 1024 // 2, 1024 * 1024
 AUTHORS_UPDATES = {HALF_MILLION: 572204, MILLION: 286102}
 
 
-def dry_run(script, env) -> subprocess.CompletedProcess:
+def dry_run(script, env, *extra) -> subprocess.CompletedProcess:
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
     env = dict(os.environ, DRY_RUN="1", LR="1e-3", USER_DIR=str(USER_DIR), PATH=path, **env)
-    return subprocess.run(["bash", f"examples/slurm/{script}", "/data-bin", "/checkpoints", "--seed", "3"],
-                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(["bash", f"examples/slurm/{script}", "/data-bin", "/checkpoints", "--seed", "3", *extra],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip  (a hang guard)
 
 
 def fairseq_train_args(command_line: str):
@@ -64,7 +66,7 @@ def test_launch_scripts_train_with_the_papers_batch(script, env, world_size, tok
     assert args.arch == env["ARCH"] and args.memory_efficient_fp16
     assert world_size * args.batch_size * args.tokens_per_sample * args.update_freq[0] == tokens
     assert args.max_update == float(args.total_num_update) == AUTHORS_UPDATES[tokens]
-    assert f"= {tokens}" in result.stderr  # the arithmetic is printed
+    assert f"= {tokens} tokens per update" in result.stderr and "warning" not in result.stderr  # the paper's sizes
     assert f"memory per GPU: {env['ARCH']}" in result.stderr and "fits: V100 16GB" in result.stderr
 
 
@@ -174,6 +176,31 @@ def test_both_scripts_train_two_processes_as_one_with_update_freq_2(cpu_runs):
     assert losses(cpu_runs["sbatch"]) == pytest.approx(reference, abs=2e-3)  # logged with 3 decimals
 
 
-def test_cpu_mode_prints_the_arithmetic_and_skips_the_memory_plan(cpu_runs):
-    assert "tokens per update: 2 GPUs x 16 x 2048 x 8 = 524288" in cpu_runs["sbatch"]
-    assert "memory per GPU" not in cpu_runs["sbatch"]
+def test_the_printed_tokens_per_update_are_what_fairseq_trains_with(cpu_runs):
+    """The arithmetic is of the arguments that run, the tiny overrides included: what fairseq logs as wpb."""
+    printed = {"sbatch": "2 processes x 2 sentences x 32 tokens x update-freq 1 = 128 tokens per update",
+               "torchrun node 0": "2 processes x 2 sentences x 32 tokens x update-freq 1 = 128 tokens per update",
+               "1 process, --update-freq 2": "1 process x 2 sentences x 32 tokens x update-freq 2 = 128 tokens per update"}  # fmt: skip
+    for name, line in printed.items():
+        assert line in cpu_runs[name], name
+        assert {float(stats["wpb"]) for stats in logged_updates(cpu_runs[name]).values()} == {128.0}, name
+    assert "memory per GPU" not in cpu_runs["sbatch"]  # CPU: no memory plan
+    warnings = [line for line in cpu_runs["sbatch"].splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and "128 tokens per update (the paper's 524288)" in warnings[0]
+    assert "--warmup-updates 750 --total-num-update 572204" in warnings[0]
+
+
+SMALL_RUN = ["/data-bin", "--tokens-per-sample", "128", "--batch-size", "8", "--update-freq", "1", "--max-update", "40"]
+SMALL_SCHEDULE = ["--warmup-updates", "4", "--total-num-update", "40"]
+
+
+@pytest.mark.parametrize("schedule, warned", [(SMALL_SCHEDULE, False), ([], True)])
+def test_other_sizes_with_the_papers_schedule_are_warned_about(capsys, schedule, warned):
+    """(In-process: launch.py is what the scripts run.)"""
+    launch_arguments(["--arch", "normformer_lm_gpt3_small", "--processes", "2", "--cpu", "--save-dir", "/s",
+                      "--user-dir", str(USER_DIR), "--", *SMALL_RUN, *schedule])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert out.startswith("LM_ARGS=(") and "2 processes x 8 sentences x 128 tokens x update-freq 1 = 2048 tokens per update\n" in err
+    warning = ("warning: 2048 tokens per update (the paper's 524288), --max-update 40 with the paper's schedule "
+               "(--warmup-updates 750 --total-num-update 572204, for 300B tokens)")  # fmt: skip
+    assert (warning in err) == warned and err.count("\n") == 1 + warned
