@@ -17,7 +17,7 @@ from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
 from .. import checks
-from . import batch_prefetch, batches, checkpoints, cpu_training, distributed
+from . import batch_prefetch, batches, checkpoints, cpu_training, data_position, distributed
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -142,15 +142,30 @@ FIXES = {
         on_cpu="the loading thread stops at its next hand-over; at exit the running ones are stopped and joined",
     ),
     "evaluation_covers_every_example": Fix(
-        replacements=(
-            (data_utils, "batch_by_size", batches.batch_by_size),
-            (Trainer, "get_train_iterator", batches.get_train_iterator),
-        ),
+        replacements=((data_utils, "batch_by_size", batches.batch_by_size),),
         bug="batch_by_size drops a last batch whose size is not a multiple of --required-batch-size-multiple "
         "(default 8): fairseq-generate, fairseq-validate and validation (loss, --eval-bleu) leave out up to 7 "
         "examples without a word",
-        on_cpu="outside the training iterator those examples are a last, smaller batch; training's batches "
-        "are fairseq's",
+        on_cpu="outside the training iterator (Trainer.get_train_iterator, resume_in_later_epochs) those examples "
+        "are a last, smaller batch; training's batches are fairseq's",
+    ),
+    "resume_in_later_epochs": Fix(
+        replacements=((Trainer, "get_train_iterator", batches.get_train_iterator),),
+        bug="an uninterrupted run trains every epoch on epoch 1's batches (the task reuses its iterator), but a "
+        "resume in epoch e > 1 cuts new ones with seed + e: resumed mid-epoch, examples are trained twice or "
+        "never (424 of 1816 in a tiny LM's epoch 2)",
+        on_cpu="a new training iterator for epoch e > 1 of a task that reuses its iterator is cut as epoch 1's",
+    ),
+    "data_position": Fix(
+        replacements=(
+            (iterators.EpochBatchIterator, "state_dict", data_position.state_dict),
+            (iterators.EpochBatchIterator, "load_state_dict", data_position.load_state_dict),
+            (iterators.EpochBatchIterator, "ordered_batches", data_position.ordered_batches),
+        ),
+        bug="the data iterator's saved position counts one rank's batches: resumed mid-epoch on M ranks "
+        "instead of N, k·M batches are skipped where k·N were trained, so batches are trained twice or never",
+        on_cpu="the saved state also records the world size and the batches of the epoch consumed by all "
+        "ranks; a resume on M ranks deals out the rest to them, each batch once",
     ),
     "resume_broadcast": Fix(
         replacements=((distributed_utils, "_broadcast_object_slow", distributed.broadcast_object_slow),),
