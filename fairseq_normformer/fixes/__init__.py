@@ -190,6 +190,7 @@ FIXES = {
 
 if fairscale_fsdp is not None:
     fsdp = fairscale_fsdp.fairscale_fsdp  # fairscale's fully_sharded_data_parallel module
+    fairseq_fsdp = fairscale_fsdp.fairseq_fsdp  # fairseq's
     FIXES.update({
         "fsdp_cpu_streams": Fix(
             replacements=(
@@ -223,6 +224,21 @@ if fairscale_fsdp is not None:
             bug="loading a shard (--use-sharded-state resume) frees the gathered parameters of every FSDP wrapper, "
             "which do not exist before the first forward: AttributeError '_full_param_padded'",
             on_cpu="the wrappers are initialised first (fairscale's _lazy_init, as its full-state load does)",
+        ),
+        "one_process_group_for_fsdp": Fix(
+            replacements=((fairseq_fsdp.FullyShardedDataParallel, "__init__", fairscale_fsdp.fully_sharded_init),),
+            bug="--ddp-backend fully_sharded on one process (fairseq's single-GPU FSDP, with --cpu-offload for a "
+            "model larger than the GPU) stops with fairscale's 'torch.distributed is not yet initialized but "
+            "process group is requested'",
+            on_cpu="FSDP on one process gets a 1-rank gloo process group (an in-memory store, no port)",
+            on_gpu="the same with NCCL (not run: no GPU here)",
+        ),
+        "fsdp_cpu_offload": Fix(
+            replacements=((fsdp.FullyShardedDataParallel, "_init_param_attributes", fairscale_fsdp.init_param_attributes),),
+            bug="--cpu-offload pins the CPU copies of the parameters, which fails without CUDA "
+            "('Cannot access accelerator device when none is available')",
+            on_cpu="the copies stay unpinned (Tensor.pin_memory returns the tensor while fairscale sets them up)",
+            on_gpu="none: fairscale's pinned copies",
         ),
         "fsdp_cpu_grad_norm": Fix(
             replacements=((Trainer, "clip_grad_norm", fairscale_fsdp.clip_grad_norm),),
