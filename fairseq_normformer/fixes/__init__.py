@@ -153,7 +153,7 @@ FIXES = {
         replacements=((Trainer, "get_train_iterator", batches.get_train_iterator),),
         bug="an uninterrupted run trains every epoch on epoch 1's batches (the task reuses its iterator), but a "
         "resume in epoch e > 1 cuts new ones with seed + e: resumed mid-epoch, examples are trained twice or "
-        "never (424 of 1816 in a tiny LM's epoch 2)",
+        "never (330 of 1816 trained twice, 330 never, in a tiny LM's epoch 2)",
         on_cpu="a new training iterator for epoch e > 1 of a task that reuses its iterator is cut as epoch 1's",
     ),
     "data_position": Fix(
@@ -199,8 +199,8 @@ if fairscale_fsdp is not None:
             ),
             bug="fairscale's FSDP creates CUDA streams only when CUDA exists, then looks them up anyway "
             "(KeyError: 'all_gather'), and calls record_stream, which CPU tensors do not have",
-            on_cpu="inside fairscale's FSDP module torch.cuda is torch.cpu (device-generic no-op streams); "
-            "record_stream with such a stream does nothing",
+            on_cpu="inside fairscale's FSDP module torch.cuda is torch.cpu (device-generic no-op streams, with a "
+            "no-op synchronize, which --cpu-offload calls); record_stream with such a stream does nothing",
             on_gpu="none: torch.cuda and record_stream are torch's",
         ),
         "fsdp_cpu_device": Fix(
@@ -216,8 +216,9 @@ if fairscale_fsdp is not None:
             bug="consolidating the optimizer state for a full checkpoint gathers every state tensor into one "
             "reused buffer and keeps x.cpu() of it, which copies nothing on CPU: the saved Adam exp_avg "
             "equals exp_avg_sq and a resumed run diverges without an error",
-            on_cpu="each state tensor is gathered into its own buffer",
-            on_gpu="none: fairscale's gather (.cpu() copies from the GPU)",
+            on_cpu="each state tensor is gathered into its own buffer; on one process (any device), where "
+            "fairscale's gather fails (no sharded parameter to size its buffer by), each is copied as the one shard",
+            on_gpu="on more than one process none: fairscale's gather (.cpu() copies from the GPU)",
         ),
         "fsdp_sharded_resume": Fix(
             replacements=((fsdp.FullyShardedDataParallel, "load_local_state_dict", fairscale_fsdp.load_local_state_dict),),
