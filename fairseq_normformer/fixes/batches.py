@@ -6,11 +6,11 @@ validation. fairseq-generate, fairseq-validate and validation (loss, ``--eval-bl
 batch, except while ``Trainer.get_train_iterator`` builds the training batches: training keeps
 fairseq's batches exactly (``--skip-remainder-batch`` is fairseq's own switch for its last batch).
 
-Resuming in a later epoch cuts the epoch's batches as the uninterrupted run did. fairseq's task cuts
-them once, with ``seed + epoch`` (the order of the examples, ``--update-ordered-indices-seed``), when
-the iterator is made, and an uninterrupted run reuses epoch 1's iterator in every epoch (unless the
-dataset cannot be reused, ``--update-epoch-batch-itr`` or ``rebuild_batches``). A resume in epoch
-e > 1 made a new iterator cut with ``e``: other batches than the ones the saved position counts."""
+Resuming in a later epoch cuts the batches as the uninterrupted run did. fairseq's task cuts them
+when it makes the iterator, ordering the examples with seed + epoch, and an uninterrupted run reuses
+epoch 1's iterator in every epoch (unless its dataset cannot be reused, ``--update-epoch-batch-itr``
+or the task's ``rebuild_batches``). A resume in epoch e > 1 made a new iterator cut with e: other
+batches than the ones the saved position counts."""
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -48,7 +48,7 @@ def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, 
 def reuses_first_epoch_batches(trainer, disable_iterator_cache: bool) -> bool:
     """Whether the task keeps epoch 1's iterator (and its batches) for every epoch of a run."""
     task, dataset = trainer.task, trainer.task.dataset(trainer.cfg.dataset.train_subset)
-    rebuilt = getattr(task.cfg, "rebuild_batches", False) or trainer.cfg.dataset.update_epoch_batch_itr
+    rebuilt = getattr(getattr(task, "cfg", None), "rebuild_batches", False) or trainer.cfg.dataset.update_epoch_batch_itr
     return not (disable_iterator_cache or rebuilt) and task.can_reuse_epoch_itr(dataset)
 
 
