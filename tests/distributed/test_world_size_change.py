@@ -11,6 +11,8 @@ import pytest
 import torch
 from fairseq.data.iterators import EpochBatchIterator
 
+from fairseq_normformer.checks import BadInput
+
 from .fairseq_runs import tiny_lm_args, train
 from .test_data_parallel import assert_same_checkpoints, one_process_run
 from .test_resume_data_parallel import GLOO, NO_DROPOUT
@@ -77,10 +79,10 @@ class Numbers(torch.utils.data.Dataset):
         return index
 
 
-def rank_iterators(world_size: int, batches: int) -> list:
+def rank_iterators(world_size: int, batches: int, **options) -> list:
     """fairseq's training iterator of each rank over ``batches`` one-example batches."""
     return [EpochBatchIterator(Numbers(), collate_fn=list, batch_sampler=[[i] for i in range(batches)], seed=3,
-                               num_shards=world_size, shard_id=rank) for rank in range(world_size)]  # fmt: skip
+                               num_shards=world_size, shard_id=rank, **options) for rank in range(world_size)]  # fmt: skip
 
 
 def train_ranks(iterators, state, updates=None) -> list:
@@ -107,3 +109,11 @@ def test_any_number_of_ranks_continues_the_epoch(world_sizes, updates):
         assert state["num_shards"] == world_size
     taken += train_ranks(rank_iterators(world_sizes[-1], 23), state)
     assert sorted(taken) == list(range(23))
+
+
+def test_grouped_shuffling_refuses_another_number_of_ranks_mid_epoch():
+    """--grouped-shuffling shuffles groups of world-size batches: the epoch's order depends on it."""
+    iterators = rank_iterators(2, 23, grouped_shuffling=True)
+    train_ranks(iterators, None, 2)
+    with pytest.raises(BadInput, match="saved mid-epoch by 2 ranks, continues on 2 ranks only"):
+        rank_iterators(1, 23, grouped_shuffling=True)[0].load_state_dict(iterators[0].state_dict())
