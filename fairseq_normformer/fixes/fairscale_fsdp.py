@@ -1,11 +1,12 @@
-"""Fully sharded training (``--ddp-backend fully_sharded``: fairscale 0.4's FSDP) on CPU.
+"""Fully sharded training (``--ddp-backend fully_sharded``: fairscale 0.4's FSDP) on CPU, and on one process.
 
 fairscale's FSDP was written for CUDA: it defaults its compute device to CUDA, orders its
-all-gathers and reduce-scatters on CUDA streams, pins freed memory with ``record_stream``, and
-fairseq's Trainer moves the gradient norm to CUDA before summing it over the shards. Each function
-below acts only without CUDA devices (or, for the optimizer state, on a CPU compute device);
-with CUDA, fairscale's and fairseq's code runs unchanged. The exception, ``load_local_state_dict``,
-fixes a fairscale bug of every device (resuming from --use-sharded-state).
+all-gathers and reduce-scatters on CUDA streams, pins freed memory with ``record_stream`` and, with
+--cpu-offload, its CPU copies with ``pin_memory``, and fairseq's Trainer moves the gradient norm to
+CUDA before summing it over the shards. Each function below acts only without CUDA devices (or, for
+the optimizer state, on a CPU compute device); with CUDA, fairscale's and fairseq's code runs
+unchanged. The exceptions fix bugs of every device: ``load_local_state_dict`` (resuming from
+--use-sharded-state), and one-process FSDP (``fully_sharded_init``, ``one_rank_optim_state``).
 """
 from contextlib import contextmanager
 
