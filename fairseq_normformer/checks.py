@@ -255,8 +255,11 @@ def check_precision(common_cfg, on_cpu: bool) -> None:
 def check_fully_sharded(dist_cfg) -> None:
     """--ddp-backend fully_sharded needs fairscale (fairseq's own message says ``pip install fairscale``,
     which would replace torch); and fairseq builds the model in fp32 and then wraps it, while fairscale's
-    FSDP wants fp16 weights for --memory-efficient-fp16 ("Expecting FP16 param type in pure FP16 mode")."""
+    FSDP wants fp16 weights for --memory-efficient-fp16 ("Expecting FP16 param type in pure FP16 mode").
+    --cpu-offload is FSDP's (fairseq's Trainer raises with a traceback)."""
     if dist_cfg.ddp_backend != "fully_sharded":
+        if dist_cfg.cpu_offload:
+            raise BadInput("--cpu-offload offloads FSDP's shards: add --ddp-backend fully_sharded (one process or more)")
         return
     if importlib.util.find_spec("fairscale") is None:
         raise ValueError(

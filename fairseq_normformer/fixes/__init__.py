@@ -17,7 +17,7 @@ from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
 from .. import checks
-from . import batch_prefetch, batches, checkpoints, cpu_training, distributed
+from . import batch_prefetch, batches, checkpoints, cpu_training, data_position, distributed
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -142,15 +142,30 @@ FIXES = {
         on_cpu="the loading thread stops at its next hand-over; at exit the running ones are stopped and joined",
     ),
     "evaluation_covers_every_example": Fix(
-        replacements=(
-            (data_utils, "batch_by_size", batches.batch_by_size),
-            (Trainer, "get_train_iterator", batches.get_train_iterator),
-        ),
+        replacements=((data_utils, "batch_by_size", batches.batch_by_size),),
         bug="batch_by_size drops a last batch whose size is not a multiple of --required-batch-size-multiple "
         "(default 8): fairseq-generate, fairseq-validate and validation (loss, --eval-bleu) leave out up to 7 "
         "examples without a word",
-        on_cpu="outside the training iterator those examples are a last, smaller batch; training's batches "
-        "are fairseq's",
+        on_cpu="outside the training iterator (Trainer.get_train_iterator, resume_in_later_epochs) those examples "
+        "are a last, smaller batch; training's batches are fairseq's",
+    ),
+    "resume_in_later_epochs": Fix(
+        replacements=((Trainer, "get_train_iterator", batches.get_train_iterator),),
+        bug="an uninterrupted run trains every epoch on epoch 1's batches (the task reuses its iterator), but a "
+        "resume in epoch e > 1 cuts new ones with seed + e: resumed mid-epoch, examples are trained twice or "
+        "never (330 of 1816 trained twice, 330 never, in a tiny LM's epoch 2)",
+        on_cpu="a new training iterator for epoch e > 1 of a task that reuses its iterator is cut as epoch 1's",
+    ),
+    "data_position": Fix(
+        replacements=(
+            (iterators.EpochBatchIterator, "state_dict", data_position.state_dict),
+            (iterators.EpochBatchIterator, "load_state_dict", data_position.load_state_dict),
+            (iterators.EpochBatchIterator, "ordered_batches", data_position.ordered_batches),
+        ),
+        bug="the data iterator's saved position counts one rank's batches: resumed mid-epoch on M ranks "
+        "instead of N, k·M batches are skipped where k·N were trained, so batches are trained twice or never",
+        on_cpu="the saved state also records the world size and the batches of the epoch consumed by all "
+        "ranks; a resume on M ranks deals out the rest to them, each batch once",
     ),
     "resume_broadcast": Fix(
         replacements=((distributed_utils, "_broadcast_object_slow", distributed.broadcast_object_slow),),
@@ -175,6 +190,7 @@ FIXES = {
 
 if fairscale_fsdp is not None:
     fsdp = fairscale_fsdp.fairscale_fsdp  # fairscale's fully_sharded_data_parallel module
+    fairseq_fsdp = fairscale_fsdp.fairseq_fsdp  # fairseq's
     FIXES.update({
         "fsdp_cpu_streams": Fix(
             replacements=(
@@ -183,8 +199,8 @@ if fairscale_fsdp is not None:
             ),
             bug="fairscale's FSDP creates CUDA streams only when CUDA exists, then looks them up anyway "
             "(KeyError: 'all_gather'), and calls record_stream, which CPU tensors do not have",
-            on_cpu="inside fairscale's FSDP module torch.cuda is torch.cpu (device-generic no-op streams); "
-            "record_stream with such a stream does nothing",
+            on_cpu="inside fairscale's FSDP module torch.cuda is torch.cpu (device-generic no-op streams, with a "
+            "no-op synchronize, which --cpu-offload calls); record_stream with such a stream does nothing",
             on_gpu="none: torch.cuda and record_stream are torch's",
         ),
         "fsdp_cpu_device": Fix(
@@ -200,14 +216,30 @@ if fairscale_fsdp is not None:
             bug="consolidating the optimizer state for a full checkpoint gathers every state tensor into one "
             "reused buffer and keeps x.cpu() of it, which copies nothing on CPU: the saved Adam exp_avg "
             "equals exp_avg_sq and a resumed run diverges without an error",
-            on_cpu="each state tensor is gathered into its own buffer",
-            on_gpu="none: fairscale's gather (.cpu() copies from the GPU)",
+            on_cpu="each state tensor is gathered into its own buffer; on one process (any device), where "
+            "fairscale's gather fails (no sharded parameter to size its buffer by), each is copied as the one shard",
+            on_gpu="on more than one process none: fairscale's gather (.cpu() copies from the GPU)",
         ),
         "fsdp_sharded_resume": Fix(
             replacements=((fsdp.FullyShardedDataParallel, "load_local_state_dict", fairscale_fsdp.load_local_state_dict),),
             bug="loading a shard (--use-sharded-state resume) frees the gathered parameters of every FSDP wrapper, "
             "which do not exist before the first forward: AttributeError '_full_param_padded'",
             on_cpu="the wrappers are initialised first (fairscale's _lazy_init, as its full-state load does)",
+        ),
+        "one_process_group_for_fsdp": Fix(
+            replacements=((fairseq_fsdp.FullyShardedDataParallel, "__init__", fairscale_fsdp.fully_sharded_init),),
+            bug="--ddp-backend fully_sharded on one process (fairseq's single-GPU FSDP, with --cpu-offload for a "
+            "model larger than the GPU) stops with fairscale's 'torch.distributed is not yet initialized but "
+            "process group is requested'",
+            on_cpu="FSDP on one process gets a 1-rank gloo process group (an in-memory store, no port)",
+            on_gpu="the same with NCCL (not run: no GPU here)",
+        ),
+        "fsdp_cpu_offload": Fix(
+            replacements=((fsdp.FullyShardedDataParallel, "_init_param_attributes", fairscale_fsdp.init_param_attributes),),
+            bug="--cpu-offload pins the CPU copies of the parameters, which fails without CUDA "
+            "('Cannot access accelerator device when none is available')",
+            on_cpu="the copies stay unpinned (Tensor.pin_memory returns the tensor while fairscale sets them up)",
+            on_gpu="none: fairscale's pinned copies",
         ),
         "fsdp_cpu_grad_norm": Fix(
             replacements=((Trainer, "clip_grad_norm", fairscale_fsdp.clip_grad_norm),),

@@ -4,7 +4,13 @@ less than N or a multiple of N") and ``skip_remainder_batch=False``, which fairs
 validation. fairseq-generate, fairseq-validate and validation (loss, ``--eval-bleu``) then score up to
 7 examples fewer than the split holds, without a word. Here those examples become a last, smaller
 batch, except while ``Trainer.get_train_iterator`` builds the training batches: training keeps
-fairseq's batches exactly (``--skip-remainder-batch`` is fairseq's own switch for its last batch)."""
+fairseq's batches exactly (``--skip-remainder-batch`` is fairseq's own switch for its last batch).
+
+Resuming in a later epoch cuts the batches as the uninterrupted run did. fairseq's task cuts them
+when it makes the iterator, ordering the examples with seed + epoch, and an uninterrupted run reuses
+epoch 1's iterator in every epoch (unless its dataset cannot be reused, ``--update-epoch-batch-itr``
+or the task's ``rebuild_batches``). A resume in epoch e > 1 made a new iterator cut with e: other
+batches than the ones the saved position counts."""
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -39,6 +45,25 @@ def batch_by_size(indices, num_tokens_fn, num_tokens_vec=None, max_tokens=None, 
     return list(batches) + [indices[batched:]]
 
 
-def get_train_iterator(self, *args, **kwargs):
+def reuses_first_epoch_batches(trainer, disable_iterator_cache: bool) -> bool:
+    """Whether the task keeps epoch 1's iterator (and its batches) for every epoch of a run."""
+    task, dataset = trainer.task, trainer.task.dataset(trainer.cfg.dataset.train_subset)
+    rebuilt = getattr(getattr(task, "cfg", None), "rebuild_batches", False) or trainer.cfg.dataset.update_epoch_batch_itr
+    return not (disable_iterator_cache or rebuilt) and task.can_reuse_epoch_itr(dataset)
+
+
+def get_train_iterator(self, epoch, combine=True, load_dataset=True, data_selector=None, shard_batch_itr=True,
+                       disable_iterator_cache=False):  # fmt: skip
+    """fairseq's, with training's batches (above); a new iterator for epoch > 1 of a task that reuses
+    its iterator is cut as epoch 1's, then set to ``epoch``."""
+    if load_dataset:
+        self.task.load_dataset(self.cfg.dataset.train_subset, epoch=epoch, combine=combine,
+                               data_selector=data_selector, tpu=self.tpu)  # fmt: skip
+    cut_in = 1 if reuses_first_epoch_batches(self, disable_iterator_cache) else epoch
+    new = self.task.dataset(self.cfg.dataset.train_subset) not in self.task.dataset_to_epoch_iter
     with training_batches():
-        return _fairseq_get_train_iterator(self, *args, **kwargs)
+        iterator = _fairseq_get_train_iterator(self, cut_in, combine, False, data_selector, shard_batch_itr,
+                                               disable_iterator_cache)  # fmt: skip
+    if new:
+        iterator.epoch = epoch
+    return iterator

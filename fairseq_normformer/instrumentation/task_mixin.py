@@ -7,6 +7,7 @@ unscale factor is known and ``--clip-norm`` is applied. ``AnalysisTaskMixin`` ov
   --grad-norm-interval N [--grad-norm-file F]     Figs. 3 and 5: mean |g| per parameter group
   --activation-overflow-threshold T               Table 3: first operation with |activation| > T
       [--activation-overflow-file F] [--stop-on-activation-overflow]   or non-finite
+  --data-order-file F                             the example ids of each training batch, by update and rank
 
 The tasks registered with them (tasks/analysis.py): ``language_modeling_analysis`` and ``masked_lm_analysis`` (fairseq's tasks with
 these options). Another task gains them by adding ``AnalysisOptions`` to its config's bases and
@@ -20,6 +21,7 @@ from typing import Optional
 
 
 from .activations import ActivationMonitor, Overflow
+from .data_order import record_batch
 from .grad_norms import GradNormRecorder
 
 logger = logging.getLogger(__name__)
@@ -52,6 +54,11 @@ class AnalysisOptions:
         default=False,
         metadata={"help": "stop training at the first overflow (an fp32 run emulating fp16)"},
     )
+    data_order_file: Optional[str] = field(
+        default=None,
+        metadata={"help": "append the example ids of each training batch, with its update and rank, to this "
+                  "JSON Lines file (which examples a run saw, e.g. across a resume on another number of ranks)"},
+    )  # fmt: skip
 
 
 class AnalysisTaskMixin:
@@ -64,10 +71,13 @@ class AnalysisTaskMixin:
         self.overflow_threshold = cfg.activation_overflow_threshold or None
         self.overflow_file = cfg.activation_overflow_file
         self.stop_on_overflow = cfg.stop_on_activation_overflow
+        self.data_order_file = cfg.data_order_file
         if self.overflow_file is not None:
             Path(self.overflow_file).parent.mkdir(parents=True, exist_ok=True)
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False, **kwargs):
+        if self.data_order_file is not None and not ignore_grad:  # ignore_grad: fairseq's dummy batch
+            record_batch(self.data_order_file, update_num + 1, sample["id"])
         if self.overflow_threshold is None or ignore_grad:
             return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad, **kwargs)
         with ActivationMonitor(model, self.overflow_threshold) as monitor:

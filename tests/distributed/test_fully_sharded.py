@@ -3,7 +3,8 @@ processes follow 1 unsharded process with --update-freq 2 (the same 2 batches pe
 in losses, weights and Adam's state; with one flat shard and with every layer wrapped (--min-params-to-wrap,
 --checkpoint-activations); in fp16; resumed from a full and from a sharded (--use-sharded-state)
 checkpoint, bit-identically in fp16 and after one of 2 torchrun nodes was SIGKILLed (the other exits at
-once); and a sharded checkpoint consolidated by normformer-consolidate evaluates and exports
+once); one process (with and without --cpu-offload) trains and resumes as the unsharded process, and
+continues a 2-process run; and a sharded checkpoint consolidated by normformer-consolidate evaluates and exports
 as the full one."""
 import importlib.util
 import re
@@ -131,6 +132,39 @@ def test_a_killed_rank_ends_the_sharded_run_which_then_resumes(runs, tiny_lm_cor
     kill_node_1_then_resume(lm_args(tiny_lm_corpus, tmp_path, *SHARDED), UPDATES)
     assert_same_losses(runs["flat"], tmp_path, range(1, UPDATES + 1), abs=0)
     assert_same_state(interval_checkpoint(runs["flat"], UPDATES), interval_checkpoint(tmp_path, UPDATES), atol=0, rtol=0)
+
+
+ONE_PROCESS = ["--ddp-backend", "fully_sharded", "--update-freq", "2"]
+
+
+def test_one_process_continues_the_two_process_run(runs, tiny_lm_corpus, tmp_path):
+    """The flat 2-process run's full checkpoint of update 2, continued by one FSDP process with
+    --update-freq 2 (the same global batch): the reference's losses, weights and Adam state. Before the
+    fix, one FSDP process stopped at once: "torch.distributed is not yet initialized but process group is requested"."""
+    middle = interval_checkpoint(runs["flat"], UPDATES // 2)
+    fairseq_train(lm_args(tiny_lm_corpus, tmp_path, *ONE_PROCESS, "--restore-file", middle))
+    assert_same_losses(runs["reference"], tmp_path, range(UPDATES // 2 + 1, UPDATES + 1), abs=1e-5)
+    assert_same_state(interval_checkpoint(runs["reference"], UPDATES), interval_checkpoint(tmp_path, UPDATES))
+
+
+def test_one_process_with_cpu_offload_trains_and_resumes(runs, tiny_lm_corpus, tmp_path):
+    """--cpu-offload (fairscale's offload code, on CPU: copies unpinned, streams no-ops) for 2 updates,
+    resumed to 4: the unsharded reference at every update."""
+    offload = lambda updates: [*ONE_PROCESS, "--cpu-offload", "--max-update", updates]
+    fairseq_train(lm_args(tiny_lm_corpus, tmp_path, *offload(UPDATES // 2)))
+    assert "Loaded checkpoint" in fairseq_train(lm_args(tiny_lm_corpus, tmp_path, *offload(UPDATES))).stdout
+    assert_same_losses(runs["reference"], tmp_path, range(1, UPDATES + 1), abs=1e-5)
+    for update in range(1, UPDATES + 1):
+        assert_same_state(interval_checkpoint(runs["reference"], update), interval_checkpoint(tmp_path, update))
+
+
+def test_cpu_offload_without_fully_sharded_is_one_line(tiny_lm_corpus, tmp_path):
+    result = fairseq_train(lm_args(tiny_lm_corpus, tmp_path, "--cpu-offload"), check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "fairseq-train: error: --cpu-offload offloads FSDP's shards: add --ddp-backend fully_sharded (one process or more)"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def shard(checkpoint, rank: int):

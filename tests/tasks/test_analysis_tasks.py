@@ -21,7 +21,7 @@ def setup(data_bin, task, *flags):
 def test_registered_tasks_are_fairseqs_with_the_options_off_by_default(tiny_lm_corpus, name, base):
     task = setup(tiny_lm_corpus.data_bin, name)
     assert isinstance(task, base) and isinstance(task, AnalysisTaskMixin)
-    assert task.grad_norm_recorder is None and task.overflow_threshold is None
+    assert task.grad_norm_recorder is None and task.overflow_threshold is None and task.data_order_file is None
 
 
 @pytest.mark.parametrize(
