@@ -15,6 +15,7 @@ from fairseq.dataclass import utils as dataclass_utils
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
+from torch.distributed import distributed_c10d
 
 from .. import checks
 from . import batch_prefetch, batches, checkpoints, cpu_training, data_position, distributed
@@ -179,6 +180,15 @@ FIXES = {
         "it waits for the process group's timeout (30 min gloo, 10 min NCCL)",
         on_cpu="with --heartbeat-timeout N > 0 the process group's timeout is N seconds: gloo's collectives fail after N s",
         on_gpu="the same for NCCL: its watchdog aborts a collective after N s",
+    ),
+    "torchrun_restarts": Fix(
+        replacements=((distributed_c10d, "rendezvous", distributed.rendezvous),),
+        bug="torch >= 2.5: torchrun's agent keeps the store its workers initialize on across restarts, so after "
+        "torchrun --max-restarts N restarts the workers, they find the dead attempt's keys and wait in "
+        "process-group init (gloo: 'Connection refused' to the dead ranks' addresses, or a hang)",
+        on_cpu="under a torchrun agent's store (TORCHELASTIC_USE_AGENT_STORE=True) each attempt's process "
+        "group lives under its own prefix, attempt-TORCHELASTIC_RESTART_COUNT",
+        on_gpu="the same; it also gives NCCL's ncclUniqueId (key '0' of the group) a fresh key per attempt",
     ),
     "hydra_warnings": Fix(
         replacements=(),

@@ -1,5 +1,5 @@
-"""Multi-process runs: resuming (the checkpoint rank 0 loads reaches the other ranks), and a dead
-peer ending the run instead of hanging it.
+"""Multi-process runs: resuming (the checkpoint rank 0 loads reaches the other ranks), a dead
+peer ending the run instead of hanging it, and torchrun restarting a run (``--max-restarts``).
 
 On resume rank 0 reads checkpoint_last.pt and fairseq broadcasts its non-tensor part (the config
 as an omegaconf DictConfig, the optimizer history, the data iterator's and the metrics' state) to
@@ -8,13 +8,16 @@ torch >= 2.6 loads with weights_only=True, which refuses the DictConfig, so ever
 resume (on GPUs as on CPU) died on ranks > 0 with "Unsupported global: ... DictConfig".
 """
 import io
+import os
 from datetime import timedelta
 
 import torch
 from fairseq.distributed import utils as distributed_utils
+from torch.distributed import PrefixStore, distributed_c10d
 
 _fairseq_broadcast_object_slow = distributed_utils._broadcast_object_slow
 _fairseq_distributed_init = distributed_utils.distributed_init
+_torch_rendezvous = distributed_c10d.rendezvous
 
 
 def broadcast_object_slow(obj, src_rank: int, group, dist_device: torch.device):
@@ -50,3 +53,31 @@ def distributed_init(cfg):
         for group in (None, distributed_utils.get_global_group()):
             torch.distributed.distributed_c10d._set_pg_timeout(timedelta(seconds=seconds), group)
     return rank
+
+
+def torchrun_attempt():
+    """Which restart of its workers a torchrun agent is running (0 for the first start), when the
+    agent's store is shared with them (TORCHELASTIC_USE_AGENT_STORE=True); else None."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return None
+    return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+
+def rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs):
+    """torch's rendezvous for init_process_group, with each torchrun attempt on keys of its own.
+
+    Since torch 2.5 a torchrun agent hosts the TCPStore its workers' env:// rendezvous connects to
+    (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=0, the default) and keeps it across restarts. The
+    restarted workers then find the dead attempt's keys: gloo's addresses of the dead ranks
+    (connectFullMesh: "Connection refused", or a hang), NCCL's ncclUniqueId under key "0" (rank
+    0 of the new attempt writes a new one; the others may read the old one and wait in
+    ncclCommInitRank). Each attempt's process group lives under the prefix ``attempt-N``, N the
+    agent's restart count: every agent counts the same under a static rendezvous
+    (--master-addr/--master-port) and with one agent (--standalone). Under a multi-node c10d
+    rendezvous the counts can differ: there TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives every
+    attempt a new store and this function no prefix (docs/distributed.md)."""
+    attempt = torchrun_attempt()
+    found = _torch_rendezvous(url, rank, world_size, **kwargs)
+    if attempt is None:
+        return found
+    return ((PrefixStore(f"attempt-{attempt}", store), rank, size) for store, rank, size in found)

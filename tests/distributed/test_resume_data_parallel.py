@@ -27,18 +27,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_two_nodes(args) -> list:
-    """Two torchrun launchers, one "node" (one process) each, meeting at a free port of this machine.
+def static_rendezvous(port) -> list:
+    return ["--master-addr", "127.0.0.1", "--master-port", port]
+
+
+def start_two_nodes(args, rendezvous=static_rendezvous, options=(), env=()) -> list:
+    """Two torchrun launchers, one "node" (one process) each, meeting at a free port of this machine
+    (``rendezvous(port)``: their rendezvous options), with more torchrun ``options`` and environment.
     Their output (rank 0's log on node 0) goes to a pipe."""
     port = free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     launchers = []
     for node in (0, 1):
         torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", node,
-                    "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", port]  # fmt: skip
-        launchers.append(subprocess.Popen(command(args, torchrun), env=env, text=True,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT))  # fmt: skip
+                    "--nproc-per-node", "1", *rendezvous(port), *options]  # fmt: skip
+        launchers.append(start_launcher(args, torchrun, env))
     return launchers
+
+
+def start_launcher(args, torchrun, env=()) -> subprocess.Popen:
+    """fairseq-train behind ``torchrun`` (its command and options), its output to a pipe."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **dict(env))
+    return subprocess.Popen(command(args, torchrun), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
 
 
 def finish(launchers) -> list:

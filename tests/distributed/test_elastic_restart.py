@@ -1,0 +1,124 @@
+"""torchrun --max-restarts 1 with a worker SIGKILLed mid-run: torchrun restarts the group, which
+resumes from checkpoint_last.pt and finishes by itself, at every update equal to 1 process with
+--update-freq 2 (what 2 uninterrupted processes equal, test_data_parallel.py): one node (--standalone,
+2 processes) and two simulated nodes (one process each), with a static rendezvous and with c10d's.
+
+The restarted rank 0 is held (SIGSTOP) until the restarted rank 1 has begun its process-group init,
+as when one node restarts later than another: before the torchrun_restarts fix rank 1 then read the
+dead rank 0's address from torchrun's store and failed ("Connection refused"), or waited."""
+import signal
+import subprocess
+import threading
+import time
+
+import psutil
+import pytest
+
+from .fairseq_runs import tiny_lm_args
+from .test_data_parallel import TORCHRUN, UPDATES, assert_same_checkpoints
+from .test_resume_data_parallel import (  # noqa: F401  (lm_reference: the 1-process reference run)
+    GLOO,
+    NO_DROPOUT,
+    lm_reference,
+    merged_updates,
+    start_launcher,
+    start_two_nodes,
+)
+
+RESTARTS = ["--max-restarts", "1"]
+KILLED_AFTER = UPDATES // 2  # rank 1 is killed once rank 0 has logged this update
+
+
+def c10d_rendezvous(port) -> list:
+    return ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "elastic-test"]
+
+
+class Printed:
+    """What the launchers print, read by a thread each."""
+
+    def __init__(self, launchers):
+        self.lines = []
+        self.readers = [threading.Thread(target=self.read, args=(launcher,)) for launcher in launchers]
+        for reader in self.readers:
+            reader.start()
+
+    def read(self, launcher):
+        for line in launcher.stdout:
+            self.lines.append(line)
+
+    def wait_for(self, text: str, times: int = 1):
+        while sum(text in line for line in list(self.lines)) < times:
+            assert any(reader.is_alive() for reader in self.readers), f"never printed: {text}\n{self.text()[-5000:]}"
+            time.sleep(0.1)
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+def worker(launchers, rank: int, not_pids=()) -> psutil.Process:
+    """The fairseq-train process of ``rank`` started by the launchers (other than ``not_pids``), once up."""
+    while any(launcher.poll() is None for launcher in launchers):
+        for launcher in launchers:
+            try:
+                for process in psutil.Process(launcher.pid).children():
+                    if process.environ().get("RANK") == str(rank) and process.pid not in not_pids:
+                        return process
+            except psutil.NoSuchProcess:  # a launcher or a worker has just exited
+                pass
+        time.sleep(0.05)
+    raise AssertionError(f"the launchers exited before rank {rank} was (re)started")
+
+
+def kill_rank_1_and_finish(launchers) -> str:
+    """SIGKILL of rank 1 once rank 0 has logged update KILLED_AFTER; the restarted rank 0 is held until
+    the restarted rank 1 is in process-group init. Every launcher must finish by itself, exit 0.
+    Returns all they printed."""
+    printed = Printed(launchers)
+    first = [worker(launchers, rank) for rank in (0, 1)]
+    printed.wait_for(f'"num_updates": "{KILLED_AFTER}"')
+    first[1].send_signal(signal.SIGKILL)
+    restarted_rank_0 = worker(launchers, 0, not_pids=[process.pid for process in first])
+    restarted_rank_0.send_signal(signal.SIGSTOP)
+    printed.wait_for("distributed init (rank 1)", times=2)
+    time.sleep(1)  # rank 1 reads rank 0's address from the store, if there is one
+    restarted_rank_0.send_signal(signal.SIGCONT)
+    try:
+        for launcher in launchers:
+            launcher.wait(timeout=300)
+    except subprocess.TimeoutExpired:  # a hung restart: end the launchers and their workers
+        for launcher in launchers:
+            for process in [*psutil.Process(launcher.pid).children(recursive=True), launcher]:
+                process.kill()
+        raise
+    output = printed.text()
+    assert [launcher.returncode for launcher in launchers] == [0] * len(launchers), output[-5000:]
+    return output
+
+
+def assert_resumed_as_uninterrupted(output: str, reference_dir, run_dir):
+    assert "exitcode: -9" in output and "Loaded checkpoint" in output  # torchrun restarted the group, which resumed
+    assert sorted(merged_updates([output])) == list(range(1, UPDATES + 1))
+    assert_same_checkpoints(reference_dir, run_dir, UPDATES)
+
+
+@pytest.fixture
+def lm_args(tiny_lm_corpus, tmp_path):
+    return tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES, *GLOO)
+
+
+def test_one_node_restarts_and_resumes(lm_reference, lm_args, tmp_path):  # noqa: F811
+    output = kill_rank_1_and_finish([start_launcher(lm_args, [*TORCHRUN, *RESTARTS])])
+    assert_resumed_as_uninterrupted(output, lm_reference, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "rendezvous, env",
+    [
+        ("static", {}),  # --master-addr/--master-port: every agent counts the same restarts
+        ("c10d", {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}),  # counts differ: a new store each attempt
+    ],
+)
+def test_two_nodes_restart_and_resume(rendezvous, env, lm_reference, lm_args, tmp_path):  # noqa: F811
+    options = {"rendezvous": c10d_rendezvous} if rendezvous == "c10d" else {}
+    output = kill_rank_1_and_finish(start_two_nodes(lm_args, options=RESTARTS, env=env, **options))
+    assert_resumed_as_uninterrupted(output, lm_reference, tmp_path)
