@@ -13,7 +13,7 @@ from fairseq.trainer import Trainer
 from fairseq_normformer import fixes
 from fairseq_normformer.checks import BadInput
 from fairseq_normformer.fixes import cpu_training
-from fairseq_normformer.fixes.hydra_warnings import silence_fairseq_hydra_warnings
+from fairseq_normformer.fixes.warning_filters import silence_fairseq_hydra_warnings
 
 from .conftest import USER_DIR
 from .distributed.fairseq_runs import common_args, model_weights, train

@@ -19,7 +19,7 @@ from fairseq.trainer import Trainer
 from .. import checks
 from . import batch_prefetch, batches, checkpoints, cpu_training, distributed
 from .checkpoints import CHECKS_SWITCH
-from .hydra_warnings import silence_fairseq_hydra_warnings
+from .warning_filters import silence_fairseq_hydra_warnings, silence_library_warnings
 
 try:  # fairscale: the fsdp extra (requirements/fsdp.txt), fairseq's --ddp-backend fully_sharded
     from . import fairscale_fsdp
@@ -170,6 +170,14 @@ FIXES = {
         setup=silence_fairseq_hydra_warnings,
         bug="every CLI start prints six hydra deprecation warnings about fairseq's own code and configs",
         on_cpu="those six messages are filtered (warnings.filterwarnings, by message); other warnings stay",
+    ),
+    "library_warnings": Fix(
+        replacements=(),
+        setup=silence_library_warnings,
+        bug="torch warns at every update about fairseq's calls (pin_memory without an accelerator, "
+        "torch.cuda.amp.autocast), and under FSDP about fairscale's TypedStorage",
+        on_cpu="those three messages are filtered, each by message, category and module; other warnings stay",
+        on_gpu="the same (pin_memory's does not arise)",
     ),
 }
 

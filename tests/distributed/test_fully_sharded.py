@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from fairseq_normformer.cli import consolidate, export_hf
 
-from ..conftest import USER_DIR, run_cli
+from ..conftest import USER_DIR, python_warnings, run_cli
 from .fairseq_runs import interval_checkpoint, logged_loss, logged_updates, tiny_lm_args
 from .fairseq_runs import train as fairseq_train
 from .test_resume_data_parallel import kill_node_1_then_resume
@@ -69,8 +69,9 @@ def runs(tiny_lm_corpus, tmp_path_factory):
     saved = {}
     for name, extra in commands.items():
         save_dir = tmp_path_factory.mktemp(name)
-        log = fairseq_train(lm_args(tiny_lm_corpus, save_dir, *extra)).stdout
-        assert sorted(logged_updates(log)) == list(range(1, UPDATES + 1)), name
+        result = fairseq_train(lm_args(tiny_lm_corpus, save_dir, *extra))
+        assert sorted(logged_updates(result.stdout)) == list(range(1, UPDATES + 1)), name
+        assert python_warnings(result.stdout, result.stderr) == [], name  # fairscale's TypedStorage filtered
         saved[name] = save_dir
     return saved
 
