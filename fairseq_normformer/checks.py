@@ -40,11 +40,16 @@ def print_bad_input_as_one_line() -> None:
 
     def excepthook(kind, error, traceback):
         if issubclass(kind, BadInput):
-            print(f"{os.path.basename(sys.argv[0])}: error: {error}", file=sys.stderr)
+            print_error(str(error))
         else:
             previous(kind, error, traceback)
 
     sys.excepthook = excepthook
+
+
+def print_error(message: str) -> None:
+    """``PROGRAM: error: MESSAGE`` on stderr, as argparse prints a usage error."""
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)

@@ -80,9 +80,10 @@ FIXES = {
     ),
     "cpu_ddp": Fix(
         replacements=((distributed_fairseq_model, "DistributedDataParallel", cpu_training.DistributedDataParallel),),
-        bug="--ddp-backend pytorch_ddp passes device_ids=[0], which torch's DDP refuses for a CPU module",
-        on_cpu="device_ids=None",
-        on_gpu="none: fairseq's arguments",
+        bug="--ddp-backend pytorch_ddp passes device_ids=[0], which torch's DDP refuses for a CPU module, and "
+        "broadcast_buffers, which torch >= 2.13 deprecates (a FutureWarning on every rank)",
+        on_cpu="device_ids=None; broadcast_buffers passed as forward_sync_buffers (torch >= 2.13)",
+        on_gpu="broadcast_buffers passed as forward_sync_buffers (torch >= 2.13)",
     ),
     "cpu_fp16_overflow": Fix(
         replacements=((Trainer, "train_step", cpu_training.train_step),),
@@ -164,6 +165,15 @@ FIXES = {
         "it waits for the process group's timeout (30 min gloo, 10 min NCCL)",
         on_cpu="with --heartbeat-timeout N > 0 the process group's timeout is N seconds: gloo's collectives fail after N s",
         on_gpu="the same for NCCL: its watchdog aborts a collective after N s",
+    ),
+    "lost_peer_one_line": Fix(
+        replacements=((distributed_utils, "distributed_main", distributed.distributed_main),),
+        bug="a rank whose peer is lost (killed, crashed, frozen past --heartbeat-timeout) ends with a 40-line "
+        "traceback of gloo's 'Connection closed by peer' (then torchrun's report); what to do is nowhere",
+        on_cpu="that rank prints one line, 'PROGRAM: error: rank R lost another process of the run (gloo: ...): "
+        "run the same command to resume from update N (SAVE_DIR/checkpoint_last.pt)', and exits 1",
+        on_gpu="the same for gloo's errors; NCCL's are left as they are",
+        io_cost="on that error only: a read of the last checkpoint's pickled part (mmap)",
     ),
     "hydra_warnings": Fix(
         replacements=(),
