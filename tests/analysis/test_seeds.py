@@ -179,6 +179,7 @@ def test_recipes_train_each_run_once_per_seed(recipe, tmp_path):
     argvs = dry_run(recipe, tmp_path, SEEDS="3")
     runs = [a for a in argvs if os.path.basename(a[0]) == "fairseq-train" or a[1:2] == ["lr-stability"]]
     seeds = [int(last_value(a, "--seed")) for a in runs]
+    assert all(a.count("--seed") == 1 for a in runs)  # not the shared flags' --seed 1, then --seed K
     dirs = [os.path.dirname(last_value(a, "--save-dir")) if "--save-dir" in a else last_value(a, "--out-dir") for a in runs]
     assert seeds == [seed_of(d) for d in dirs] and sorted(seeds) == sorted([1, 2, 3] * (len(runs) // 3))
     # the table (the figure) reads every seed's run, a label given again being the same model's next seed
