@@ -196,6 +196,15 @@ def test_consolidate_names_a_missing_shard(runs, tmp_path, capsys):
     assert not (tmp_path / "full.pt").exists()
 
 
+def test_consolidate_given_a_shard_names_the_checkpoint_to_give(tmp_path):
+    shard_0 = tmp_path / "checkpoint_last-shard0.pt"
+    shard_0.touch()
+    hint = (f"no shards checkpoint_last-shard0-shard<N>.pt next to {shard_0}: "
+            f"name the checkpoint without -shard<N>, {tmp_path / 'checkpoint_last.pt'}")  # fmt: skip
+    with pytest.raises(SystemExit, match=re.escape(f"normformer-consolidate: error: {hint}")):
+        consolidate.main([str(shard_0), str(tmp_path / "full.pt")])
+
+
 def test_memory_efficient_fp16_is_refused_with_fully_sharded(tiny_lm_corpus, tmp_path, monkeypatch):
     args = lm_args(tiny_lm_corpus, tmp_path, *SHARDED, "--memory-efficient-fp16")
     monkeypatch.setattr(sys, "argv", ["fairseq-train", *map(str, args)])
