@@ -120,6 +120,14 @@ FIXES = {
         on_cpu="checkpoints record the md5 of their dictionaries' symbols; resume and evaluation check it",
         io_cost=f"a few bytes per checkpoint; a read of its pickled part (mmap) per load ({SWITCHABLE})",
     ),
+    "refused_run_leaves_no_save_dir": Fix(
+        replacements=((checkpoint_utils, "verify_checkpoint_directory", checkpoints.verify_checkpoint_directory),),
+        setup=checkpoints.undo_save_directory_on_bad_input,
+        bug="fairseq-train creates --save-dir before it reads its data: a run refused for bad data "
+        "(checks.BadInput) leaves an empty save directory behind",
+        on_cpu="the directories fairseq-train created are removed, deepest first, while empty, before the "
+        "one-line error; anything already in them stays",
+    ),
     "namespace_checkpoints": Fix(
         replacements=(),
         setup=checkpoints.allow_namespace_checkpoints,
