@@ -179,7 +179,8 @@ FIXES = {
         bug="a rank whose peer is lost (killed, crashed, frozen past --heartbeat-timeout) ends with a 40-line "
         "traceback of gloo's 'Connection closed by peer' (then torchrun's report); what to do is nowhere",
         on_cpu="that rank prints one line, 'PROGRAM: error: rank R lost another process of the run (gloo: ...): "
-        "run the same command to resume from update N (SAVE_DIR/checkpoint_last.pt)', and exits 1",
+        "run the same command to resume from update N (SAVE_DIR/checkpoint_last.pt)', and exits 1; a process "
+        "fairseq-train spawned (call_main) that is killed ends the run with such a line too",
         on_gpu="the same for gloo's errors; NCCL's are left as they are",
         io_cost="on that error only: a read of the last checkpoint's pickled part (mmap)",
     ),

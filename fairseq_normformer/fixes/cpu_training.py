@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 
 from .. import checks
 from .checkpoints import checkpoint_checks_on
+from .distributed import spawn_ranks
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,8 @@ def call_main(cfg, main, **kwargs):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // dist_cfg.distributed_world_size)))
     kwargs["start_rank"] = dist_cfg.distributed_rank
     dist_cfg.distributed_rank = None
-    torch.multiprocessing.spawn(
+    spawn_ranks(
+        cfg,
         fn=distributed_utils.distributed_main,
         args=(main, cfg, kwargs),
         nprocs=dist_cfg.distributed_world_size,

@@ -76,8 +76,21 @@ def distributed_main(i, main, cfg, kwargs):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # fairseq's heartbeat (--heartbeat-timeout) ends nothing more
     dist = cfg.distributed_training
     print_error(f"rank {dist.distributed_rank} lost another process of the run "
-                f"({dist.distributed_backend}: {lost}): {how_to_resume(cfg)}")  # fmt: skip
+                f"({dist.distributed_backend}: {lost}): {how_to_resume(cfg, dist.distributed_rank)}")  # fmt: skip
     sys.exit(1)
+
+
+def spawn_ranks(cfg, **spawn_args):
+    """torch.multiprocessing.spawn of this machine's ranks (cpu_training.call_main). When one is ended by a
+    signal (SIGKILL, the OOM killer) spawn stops the others and raises: the run ends with one line instead.
+    A rank that exited with an error code has printed why (the line above)."""
+    try:
+        return torch.multiprocessing.spawn(**spawn_args)
+    except torch.multiprocessing.ProcessExitedException as ended:
+        if ended.signal_name:
+            print_error(f"process {ended.error_index} of the run was ended by {ended.signal_name}, and the others "
+                        f"stopped: {how_to_resume(cfg, rank=0)}")  # fmt: skip
+        sys.exit(1)
 
 
 def lost_peer(error):
@@ -91,13 +104,13 @@ def lost_peer(error):
     return None
 
 
-def how_to_resume(cfg) -> str:
-    """What the same command does next: resume from this rank's last checkpoint (at update N), or start
+def how_to_resume(cfg, rank: int) -> str:
+    """What the same command does next: resume from ``rank``'s last checkpoint (at update N), or start
     again; with another --restore-file, which one to give instead."""
     checkpoint = cfg.checkpoint
     suffix = checkpoint.checkpoint_suffix or ""
     if cfg.distributed_training.ddp_backend == "fully_sharded" and cfg.distributed_training.use_sharded_state:
-        suffix += f"-shard{cfg.distributed_training.distributed_rank}"
+        suffix += f"-shard{rank}"
     last = os.path.join(checkpoint.save_dir, f"checkpoint_last{suffix}.pt")
     if not os.path.exists(last):
         return f"run the same command to start again (no checkpoint in {checkpoint.save_dir} yet)"

@@ -117,6 +117,24 @@ def test_spawned_world_of_two_resumes_as_update_freq_two(lm_reference, tiny_lm_c
     assert_same_checkpoints(lm_reference, tmp_path, UPDATES)
 
 
+def test_a_killed_spawned_rank_ends_the_run_with_one_line(tiny_lm_corpus, tmp_path):
+    """SIGKILL of one of the processes fairseq-train spawned: spawn stops the other and the run ends with
+    one line naming the checkpoint to resume from (the test above resumes such a run)."""
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1000, "--distributed-world-size", "2", *GLOO)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    run = subprocess.Popen(command(args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    read_until_update(run, 2)
+    ranks = [p for p in psutil.Process(run.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+    ranks[0].send_signal(signal.SIGKILL)
+    stderr = run.communicate(timeout=120)[1]
+    assert run.returncode == 1
+    last = stderr.strip().splitlines()[-1]
+    ended = re.fullmatch(r"fairseq-train: error: process [01] of the run was ended by SIGKILL, and the others stopped: "
+                         r"run the same command to resume from update (\d+) \((\S+)\)", last)  # fmt: skip
+    assert ended and ended.group(2) == str(tmp_path / "checkpoint_last.pt"), stderr[-3000:]
+    assert int(ended.group(1)) >= 1 and "Traceback" not in stderr
+
+
 def test_two_nodes_resume_mlm_nsp_as_update_freq_two(tiny_bert_corpus, tmp_path):
     args = lambda save_dir, *extra: tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, *NO_DROPOUT, *extra)
     reference = one_process_run(args(tmp_path / "one_process", "--max-update", UPDATES), tmp_path / "one_process")
