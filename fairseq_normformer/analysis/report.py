@@ -46,7 +46,7 @@ def column_format(column: Sequence):
     largest = max(map(abs, floats), default=0.0)
     decimals = max(0, 3 - math.floor(math.log10(largest))) if largest else 0
     number = lambda v: f"{v:.{decimals}f}" if isinstance(v, float) else fmt(v)  # noqa: E731
-    return lambda cell: cell.format(number) if isinstance(cell, Numbers) else number(cell) if cell is not None else fmt(cell)
+    return lambda cell: cell.format(number) if isinstance(cell, Numbers) else number(cell)
 
 
 def markdown_table(headers: Sequence[str], rows: List[Sequence]) -> str:

@@ -116,7 +116,8 @@ def how_to_resume(cfg, rank: int) -> str:
         return f"run the same command to start again (no checkpoint in {checkpoint.save_dir} yet)"
     update = saved_update(last)
     if checkpoint.restore_file != FAIRSEQ_RESTORE_FILE:
-        return f"resume from update {update} with --restore-file {last} (the same command restarts from {checkpoint.restore_file})"
+        restarts = f"the same command restarts from {checkpoint.restore_file}"
+        return f"resume from update {update} with --restore-file {last} ({restarts})"
     return f"run the same command to resume from update {update} ({last})"
 
 

@@ -20,7 +20,8 @@ FAIRSEQ_HYDRA_WARNINGS = (
 # fairscale's own calls
 LIBRARY_WARNINGS = (
     # fairseq's data iterators ask for pinned memory, which a machine without an accelerator ignores
-    (r"'pin_memory' argument is set as true but no accelerator is found", UserWarning, r"torch\.utils\.data\.dataloader"),
+    (r"'pin_memory' argument is set as true but no accelerator is found", UserWarning,
+     r"torch\.utils\.data\.dataloader"),
     # fairseq's train_step enters torch.cuda.amp.autocast(enabled=False) at every update (--amp: enabled)
     (r"`torch\.cuda\.amp\.autocast\(args\.\.\.\)` is deprecated", FutureWarning, r"fairseq\.tasks\.fairseq_task"),
     # fairscale's FSDP frees and allocates its flat parameters through Tensor.storage()

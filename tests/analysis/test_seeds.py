@@ -307,7 +307,8 @@ def test_grad_curves_band_over_seeds(tmp_path):
     places = decimals(0.15 * mean_inverse), decimals(np.mean([0.2 * 1.1, 0.4 * 1.2]) * mean_inverse)
     assert rows["Baseline"][1:5] == ["2", mean_std_text(layer_0, places[0]), mean_std_text(layer_1, places[1]),
                                      "0.5000 ± 0.0000"]  # fmt: skip
-    nf_share, places = (share["NormFormer"], share["Baseline"]), decimals(*interval(share["NormFormer"], share["Baseline"]))
+    nf_share = share["NormFormer"], share["Baseline"]
+    places = decimals(*interval(*nf_share))
     assert rows["NormFormer"][5] == interval_text(*nf_share, places) + " within seed noise"
     # Fig. 5 over the seeds: NormFormer's seed k over the baseline's seed k, in layer k 1 + 0.1 k * seed
     pairs = [a for b, n in zip(runs[:2], runs[2:]) for a in ("--baseline", b[6:], "--run", n[6:])]
