@@ -33,6 +33,9 @@ class BadInput(ValueError):
     message as one line on stderr, no traceback (``print_bad_input_as_one_line``)."""
 
 
+UNDO_ON_BAD_INPUT = []  # run before a BadInput's line is printed: undo what the refused run created
+
+
 def print_bad_input_as_one_line() -> None:
     """Installs a sys.excepthook that prints an uncaught BadInput as ``PROGRAM: error: MESSAGE``
     (as argparse does) and hands every other exception to the hook installed before."""
@@ -40,11 +43,18 @@ def print_bad_input_as_one_line() -> None:
 
     def excepthook(kind, error, traceback):
         if issubclass(kind, BadInput):
-            print(f"{os.path.basename(sys.argv[0])}: error: {error}", file=sys.stderr)
+            for undo in UNDO_ON_BAD_INPUT:
+                undo()
+            print_error(str(error))
         else:
             previous(kind, error, traceback)
 
     sys.excepthook = excepthook
+
+
+def print_error(message: str) -> None:
+    """``PROGRAM: error: MESSAGE`` on stderr, as argparse prints a usage error."""
+    print(f"{os.path.basename(sys.argv[0])}: error: {message}", file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)

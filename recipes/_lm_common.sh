@@ -140,6 +140,7 @@ wait_runs() {  # wait for the background runs; fail if one failed
 }
 
 analyze() { run "$BIN/normformer-analyze" "$@"; }
+show_table() { if [ "$DRY_RUN" != 1 ]; then cat "$1"; fi; }  # show_table FILE: a table analyze wrote, on stdout
 
 # --- the baseline / NormFormer pair of Figures 2-5 -------------------------------------------------
 # pair_runs: a Pre-LN baseline and a NormFormer (125M at paper scale, each at the authors' best LR,

@@ -44,11 +44,23 @@ record_command() {
   echo "$1" >>"$log"
 }
 
+# one_seed ARGS...: into the array ONE_SEED, ARGS without each --seed VALUE but the last, which fairseq's parser
+# takes anyway (a run's --seed K comes after the shared flags' --seed 1)
+one_seed() {
+  local i last=-1 args=("$@")
+  for i in "${!args[@]}"; do if [ "${args[$i]}" = --seed ]; then last=$i; fi; done
+  ONE_SEED=()
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    if [ "${args[$i]}" = --seed ] && ((i != last)); then i=$((i + 1)); else ONE_SEED+=("${args[$i]}"); fi
+  done
+}
+
 run() {
   local line
-  line="$(printf '%q ' "$@")"
+  one_seed "$@"
+  line="$(printf '%q ' "${ONE_SEED[@]}")"
   if [ -n "${OUT:-}" ]; then record_command "${line//$REPO\//}"; fi
-  if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "$@"; fi
+  if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "${ONE_SEED[@]}"; fi
 }
 
 is_done() { [ -e "$1/$DONE_MARKER" ]; }

@@ -54,8 +54,8 @@ def table(runs: Path, tasks) -> str:
         scores, best = best_lr(runs / task, metric)
         if best:
             best_scores.append(statistics.fmean(scores[best]))
-        cells = [mean_std_cell(scores[lr]) if scores.get(lr) else "-" for lr in lrs]
-        rows.append([task, metric] + cells + [best or "-", mean_std_cell(scores[best]) if best else "-"])
+        cells = [str(mean_std_cell(scores[lr])) if scores.get(lr) else "-" for lr in lrs]
+        rows.append([task, metric] + cells + [best or "-", str(mean_std_cell(scores[best])) if best else "-"])
     if len(best_scores) == len(tasks) and len(tasks) > 1:
         rows.append(["Avg", ""] + [""] * len(lrs) + ["", f"{statistics.fmean(best_scores):.4g}"])
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)

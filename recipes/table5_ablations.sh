@@ -37,3 +37,4 @@ done
 wait_runs
 analyze ppl-table "${TABLE_RUNS[@]}" --compare-to "NormFormer (lr $NF_LR)" \
   --title "Table 5, $SCALE scale: final validation perplexity" --out "$OUT/table5.md"
+show_table "$OUT/table5.md"

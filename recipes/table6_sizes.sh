@@ -42,3 +42,4 @@ for size in $SIZES; do
 done
 wait_runs
 analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 6, $SCALE scale: final validation perplexity by size" --out "$OUT/table6.md"
+show_table "$OUT/table6.md"

@@ -34,3 +34,4 @@ seed_runs "NormFormer + ResScale, lr $top_lr" "$OUT/normformer-resscale-lr$top_l
 wait_runs
 analyze ppl-table "${TABLE_RUNS[@]}" --title "Table 7, $SCALE scale: final validation perplexity by learning rate" \
   --out "$OUT/table7.md"
+show_table "$OUT/table7.md"

@@ -53,3 +53,4 @@ seed_runs Baseline "$OUT/baseline"
 seed_runs NormFormer "$OUT/normformer"
 analyze eval-table "${TABLE_RUNS[@]}" \
   --title "Table 8, $SCALE scale: fairseq-eval-lm perplexity" --out "$OUT/table8.md"
+show_table "$OUT/table8.md"

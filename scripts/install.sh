@@ -17,11 +17,15 @@ cd "$(dirname "$0")/.."
 # pip's own exit status decides (pipefail); only its noise about missing local index folders is dropped.
 pip_install() { "$PY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }; }
 
-if ! "$PY" -c "import torch" 2>/dev/null; then
+# torch's version from its package metadata: importing torch before NumPy is installed warns "Failed to initialize NumPy"
+torch_version() { "$PY" -c "from importlib.metadata import version; print(version('torch'))" 2>/dev/null || true; }
+
+TORCH_VERSION=$(torch_version)
+if [ -z "$TORCH_VERSION" ]; then
   echo "[install] no torch found: installing torch==2.13.0"
   pip_install torch==2.13.0
+  TORCH_VERSION=$(torch_version)
 fi
-TORCH_VERSION=$("$PY" -c "import torch; print(torch.__version__)")
 echo "[install] using torch $TORCH_VERSION"
 CONSTRAINTS=$(mktemp)
 echo "torch==$TORCH_VERSION" > "$CONSTRAINTS"

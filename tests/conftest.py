@@ -23,6 +23,12 @@ TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-emb
 TRAIN = ["--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3", "--num-workers", "0",
          "--log-format", "simple", "--log-interval", "1", "--cpu", "--seed", "1"]  # fmt: skip
 VALID_LINE = re.compile(r"\| valid \| .*")
+PYTHON_WARNING = re.compile(r"^.*:\d+: \w*Warning: .*$", re.M)  # warnings.formatwarning's "FILE:LINE: Category: message"
+
+
+def python_warnings(*outputs) -> list:
+    """The Python warnings printed in the ``outputs`` (a process's stdout and stderr, log files)."""
+    return [line for text in outputs for line in PYTHON_WARNING.findall(text)]
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one pytest process per core (pytest-xdist): each, and every CLI it starts,

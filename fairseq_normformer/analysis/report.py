@@ -1,6 +1,8 @@
 """Markdown tables with the paper's columns, from training logs and runner results. Every model is a
 list of runs, one per seed: numbers are mean ± std over the seeds, and differences to the first row
-95% intervals paired by seed (analysis/seeds.py)."""
+95% intervals paired by seed (analysis/seeds.py). A table prints the numbers of a column with one number
+of decimals, its largest number's 4 significant digits (column_format)."""
+import math
 from typing import Dict, List, Optional, Sequence
 
 from ..runs.lr_stability import StabilityResult
@@ -22,26 +24,52 @@ def fmt(value) -> str:
     return str(value)
 
 
+class Numbers:
+    """A cell of several numbers ("mean ± std", "mean [low, high]"): ``template`` with a ``{}`` for each,
+    formatted in a table with its column's format, alone (``str``) each with ``fmt``."""
+
+    def __init__(self, template: str, *values: float):
+        self.template, self.values = template, values
+
+    def format(self, number_format) -> str:
+        return self.template.format(*map(number_format, self.values))
+
+    def __str__(self) -> str:
+        return self.format(fmt)
+
+
+def column_format(column: Sequence):
+    """One format for the floats of a column (alone or in Numbers cells): fixed decimals, 4 significant
+    digits of the largest finite one; ints and other cells as ``fmt``."""
+    floats = [v for cell in column for v in (cell.values if isinstance(cell, Numbers) else (cell,))
+              if isinstance(v, float) and math.isfinite(v)]  # fmt: skip
+    largest = max(map(abs, floats), default=0.0)
+    decimals = max(0, 3 - math.floor(math.log10(largest))) if largest else 0
+    number = lambda v: f"{v:.{decimals}f}" if isinstance(v, float) else fmt(v)  # noqa: E731
+    return lambda cell: cell.format(number) if isinstance(cell, Numbers) else number(cell)
+
+
 def markdown_table(headers: Sequence[str], rows: List[Sequence]) -> str:
+    formats = [column_format(column) for column in zip(*rows)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    lines += ["| " + " | ".join(f(v) for f, v in zip(formats, row)) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
-def mean_std_cell(values: Sequence[float]) -> str:
+def mean_std_cell(values: Sequence[float]) -> Numbers:
     """"mean ± std" over the seeds; the value itself for one seed."""
     mean, std = mean_std(values)
-    return fmt(mean) if std is None else f"{fmt(mean)} ± {fmt(std)}"
+    return Numbers("{}", mean) if std is None else Numbers("{} ± {}", mean, std)
 
 
-def interval_cell(values: Sequence[float], null: float = 0.0) -> str:
+def interval_cell(values: Sequence[float], null: float = 0.0) -> Numbers:
     """"mean [low, high]", the 95% t-interval of the mean of per-seed ``values`` (differences, fractions),
     "within seed noise" when it contains ``null`` (no difference); one seed has no interval."""
     interval = t_interval(values)
     if interval is None:
-        return f"{fmt(values[0])} ({NO_INTERVAL})"
-    text = f"{fmt(interval.mean)} [{fmt(interval.low)}, {fmt(interval.high)}]"
-    return f"{text} {WITHIN_NOISE}" if interval.contains(null) else text
+        return Numbers(f"{{}} ({NO_INTERVAL})", values[0])
+    noise = f" {WITHIN_NOISE}" if interval.contains(null) else ""
+    return Numbers("{} [{}, {}]" + noise, interval.mean, interval.low, interval.high)
 
 
 def per_seed_cell(values: Sequence) -> str:

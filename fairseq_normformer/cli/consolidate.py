@@ -24,11 +24,17 @@ def shard_paths(checkpoint: Path) -> list:
     pattern = re.compile(re.escape(checkpoint.stem) + r"-shard(\d+)\.pt")
     found = {int(m.group(1)): p for p in checkpoint.parent.glob(f"{checkpoint.stem}-shard*.pt") if (m := pattern.fullmatch(p.name))}
     if not found:
-        raise ValueError(f"no shards {checkpoint.stem}-shard<N>.pt next to {checkpoint}")
+        raise ValueError(f"no shards {checkpoint.stem}-shard<N>.pt next to {checkpoint}{shard_name_hint(checkpoint)}")
     missing = sorted(set(range(max(found) + 1)) - set(found))
     if missing:
         raise ValueError(f"shard {missing[0]} of {checkpoint} is missing ({len(found)} of {max(found) + 1} found)")
     return [found[rank] for rank in range(len(found))]
+
+
+def shard_name_hint(checkpoint: Path) -> str:
+    """For a shard's own name (``checkpoint_last-shard0.pt``): the name to give instead."""
+    shard = re.fullmatch(r"(.+)-shard\d+\.pt", checkpoint.name)
+    return f": name the checkpoint without -shard<N>, {checkpoint.with_name(shard.group(1) + '.pt')}" if shard else ""
 
 
 def consolidate(checkpoint: Path) -> dict:

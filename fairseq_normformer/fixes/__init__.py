@@ -20,7 +20,7 @@ from torch.distributed import distributed_c10d
 from .. import checks
 from . import batch_prefetch, batches, checkpoints, cpu_training, data_position, distributed
 from .checkpoints import CHECKS_SWITCH
-from .hydra_warnings import silence_fairseq_hydra_warnings
+from .warning_filters import silence_fairseq_hydra_warnings, silence_library_warnings
 
 try:  # fairscale: the fsdp extra (requirements/fsdp.txt), fairseq's --ddp-backend fully_sharded
     from . import fairscale_fsdp
@@ -81,9 +81,10 @@ FIXES = {
     ),
     "cpu_ddp": Fix(
         replacements=((distributed_fairseq_model, "DistributedDataParallel", cpu_training.DistributedDataParallel),),
-        bug="--ddp-backend pytorch_ddp passes device_ids=[0], which torch's DDP refuses for a CPU module",
-        on_cpu="device_ids=None",
-        on_gpu="none: fairseq's arguments",
+        bug="--ddp-backend pytorch_ddp passes device_ids=[0], which torch's DDP refuses for a CPU module, and "
+        "broadcast_buffers, which torch >= 2.13 deprecates (a FutureWarning on every rank)",
+        on_cpu="device_ids=None; broadcast_buffers passed as forward_sync_buffers (torch >= 2.13)",
+        on_gpu="broadcast_buffers passed as forward_sync_buffers (torch >= 2.13)",
     ),
     "cpu_fp16_overflow": Fix(
         replacements=((Trainer, "train_step", cpu_training.train_step),),
@@ -119,6 +120,14 @@ FIXES = {
         "size scrambles the embeddings silently",
         on_cpu="checkpoints record the md5 of their dictionaries' symbols; resume and evaluation check it",
         io_cost=f"a few bytes per checkpoint; a read of its pickled part (mmap) per load ({SWITCHABLE})",
+    ),
+    "refused_run_leaves_no_save_dir": Fix(
+        replacements=((checkpoint_utils, "verify_checkpoint_directory", checkpoints.verify_checkpoint_directory),),
+        setup=checkpoints.undo_save_directory_on_bad_input,
+        bug="fairseq-train creates --save-dir before it reads its data: a run refused for bad data "
+        "(checks.BadInput) leaves an empty save directory behind",
+        on_cpu="the directories fairseq-train created are removed, deepest first, while empty, before the "
+        "one-line error; anything already in them stays",
     ),
     "namespace_checkpoints": Fix(
         replacements=(),
@@ -190,11 +199,29 @@ FIXES = {
         "group lives under its own prefix, attempt-TORCHELASTIC_RESTART_COUNT",
         on_gpu="the same; it also gives NCCL's ncclUniqueId (key '0' of the group) a fresh key per attempt",
     ),
+    "lost_peer_one_line": Fix(
+        replacements=((distributed_utils, "distributed_main", distributed.distributed_main),),
+        bug="a rank whose peer is lost (killed, crashed, frozen past --heartbeat-timeout) ends with a 40-line "
+        "traceback of gloo's 'Connection closed by peer' (then torchrun's report); what to do is nowhere",
+        on_cpu="that rank prints one line, 'PROGRAM: error: rank R lost another process of the run (gloo: ...): "
+        "run the same command to resume from update N (SAVE_DIR/checkpoint_last.pt)', and exits 1; a process "
+        "fairseq-train spawned (call_main) that is killed ends the run with such a line too",
+        on_gpu="the same for gloo's errors; NCCL's are left as they are",
+        io_cost="on that error only: a read of the last checkpoint's pickled part (mmap)",
+    ),
     "hydra_warnings": Fix(
         replacements=(),
         setup=silence_fairseq_hydra_warnings,
         bug="every CLI start prints six hydra deprecation warnings about fairseq's own code and configs",
         on_cpu="those six messages are filtered (warnings.filterwarnings, by message); other warnings stay",
+    ),
+    "library_warnings": Fix(
+        replacements=(),
+        setup=silence_library_warnings,
+        bug="torch warns at every update about fairseq's calls (pin_memory without an accelerator, "
+        "torch.cuda.amp.autocast), and under FSDP about fairscale's TypedStorage",
+        on_cpu="those three messages are filtered, each by message, category and module; other warnings stay",
+        on_gpu="the same (pin_memory's does not arise)",
     ),
 }
 

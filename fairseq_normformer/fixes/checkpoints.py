@@ -17,7 +17,7 @@ from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
 from fairseq.trainer import Trainer
 
-from ..checks import BadInput
+from ..checks import UNDO_ON_BAD_INPUT, BadInput
 
 _fairseq_persistent_save = checkpoint_utils.torch_persistent_save
 _fairseq_load_checkpoint_to_cpu = checkpoint_utils.load_checkpoint_to_cpu
@@ -226,3 +226,30 @@ def allow_metric_arrays_in_checkpoints() -> None:
 
     dtypes = {type(numpy.dtype(name)) for name in ("int64", "int32", "float64", "float32")}
     torch.serialization.add_safe_globals([_reconstruct, scalar, numpy.ndarray, numpy.dtype, *dtypes])
+
+
+_fairseq_verify_checkpoint_directory = checkpoint_utils.verify_checkpoint_directory
+CREATED_DIRECTORIES = []  # the save directory and the parents fairseq-train created, deepest first
+
+
+def verify_checkpoint_directory(save_dir: str) -> None:
+    """fairseq's (it creates the save directory), remembering the directories it created."""
+    missing, path = [], os.path.abspath(save_dir)
+    while not os.path.exists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    _fairseq_verify_checkpoint_directory(save_dir)
+    CREATED_DIRECTORIES.extend(missing)
+
+
+def remove_created_empty_directories() -> None:
+    """A run refused for bad input leaves no save directory it created, as long as it is still empty."""
+    for path in CREATED_DIRECTORIES:
+        try:
+            os.rmdir(path)  # only an empty directory
+        except OSError:
+            return
+
+
+def undo_save_directory_on_bad_input() -> None:
+    UNDO_ON_BAD_INPUT.append(remove_created_empty_directories)

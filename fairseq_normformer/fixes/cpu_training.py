@@ -4,6 +4,7 @@ fairseq 0.12 assumes CUDA devices in the places fixed here. Each fix acts only w
 itself would fail or misbehave without CUDA (a machine without CUDA devices, a module on CPU, or
 ``--cpu``); on GPUs every function below hands over to fairseq's own code unchanged.
 """
+import inspect
 import logging
 import os
 import random
@@ -17,11 +18,13 @@ from omegaconf import DictConfig
 
 from .. import checks
 from .checkpoints import checkpoint_checks_on
+from .distributed import spawn_ranks
 
 logger = logging.getLogger(__name__)
 
 _fairseq_call_main = distributed_utils.call_main
 _TorchDDP = torch.nn.parallel.DistributedDataParallel
+DDP_HAS_FORWARD_SYNC_BUFFERS = "forward_sync_buffers" in inspect.signature(_TorchDDP).parameters  # torch >= 2.13
 _fairseq_train_step = Trainer.train_step
 
 
@@ -100,7 +103,8 @@ def call_main(cfg, main, **kwargs):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // dist_cfg.distributed_world_size)))
     kwargs["start_rank"] = dist_cfg.distributed_rank
     dist_cfg.distributed_rank = None
-    torch.multiprocessing.spawn(
+    spawn_ranks(
+        cfg,
         fn=distributed_utils.distributed_main,
         args=(main, cfg, kwargs),
         nprocs=dist_cfg.distributed_world_size,
@@ -111,9 +115,13 @@ def call_main(cfg, main, **kwargs):
 def DistributedDataParallel(module, device_ids=None, output_device=None, **kwargs):
     """fairseq's DistributedFairseqModel passes device_ids=[device_id] (a CUDA device) to
     torch's DDP for --ddp-backend pytorch_ddp (the default), which torch rejects for a CPU module;
-    a CPU module takes device_ids=None. CUDA modules get fairseq's arguments unchanged."""
+    a CPU module takes device_ids=None. It also passes ``broadcast_buffers``, which torch >= 2.13
+    deprecates (a FutureWarning on every rank) for ``forward_sync_buffers``: passed under that name.
+    The new flag leaves the buffers' sync at start-up on, where all ranks hold the same buffers."""
     if next(module.parameters()).device.type == "cpu":
         device_ids = output_device = None
+    if DDP_HAS_FORWARD_SYNC_BUFFERS and "broadcast_buffers" in kwargs:
+        kwargs["forward_sync_buffers"] = kwargs.pop("broadcast_buffers")
     return _TorchDDP(module, device_ids=device_ids, output_device=output_device, **kwargs)
 
 

@@ -1,5 +1,6 @@
 """Multi-process runs: resuming (the checkpoint rank 0 loads reaches the other ranks), a dead
-peer ending the run instead of hanging it, and torchrun restarting a run (``--max-restarts``).
+peer ending the run instead of hanging it, with one line that says how to resume, and torchrun
+restarting a run (``--max-restarts``).
 
 On resume rank 0 reads checkpoint_last.pt and fairseq broadcasts its non-tensor part (the config
 as an omegaconf DictConfig, the optimizer history, the data iterator's and the metrics' state) to
@@ -9,15 +10,25 @@ resume (on GPUs as on CPU) died on ranks > 0 with "Unsupported global: ... DictC
 """
 import io
 import os
+import re
+import signal
+import sys
 from datetime import timedelta
 
 import torch
 from fairseq.distributed import utils as distributed_utils
 from torch.distributed import PrefixStore, distributed_c10d
 
+from ..checks import print_error
+
 _fairseq_broadcast_object_slow = distributed_utils._broadcast_object_slow
 _fairseq_distributed_init = distributed_utils.distributed_init
 _torch_rendezvous = distributed_c10d.rendezvous
+_fairseq_distributed_main = distributed_utils.distributed_main
+# gloo's errors when another process of the run is gone (its connection closed) or silent for the process
+# group's timeout (--heartbeat-timeout, below)
+LOST_PEER = re.compile(r"Connection (?:closed|reset) by peer|Timed out waiting \d+ms")
+FAIRSEQ_RESTORE_FILE = "checkpoint_last.pt"  # fairseq's default --restore-file: SAVE_DIR/checkpoint_last.pt
 
 
 def broadcast_object_slow(obj, src_rank: int, group, dist_device: torch.device):
@@ -81,3 +92,69 @@ def rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs):
     if attempt is None:
         return found
     return ((PrefixStore(f"attempt-{attempt}", store), rank, size) for store, rank, size in found)
+
+
+def distributed_main(i, main, cfg, kwargs):
+    """fairseq's (one rank of a multi-process run: spawned, torchrun or started by hand). When a
+    collective fails because another process of the run is lost, this rank ends with one line, which
+    says so and how to resume, instead of a 40-line traceback of gloo's error."""
+    try:
+        return _fairseq_distributed_main(i, main, cfg, kwargs)
+    except (RuntimeError, KeyboardInterrupt) as error:  # KeyboardInterrupt: the heartbeat's, see below
+        lost = lost_peer(error)
+        if lost is None:
+            raise
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # fairseq's heartbeat (--heartbeat-timeout) ends nothing more
+    dist = cfg.distributed_training
+    print_error(f"rank {dist.distributed_rank} lost another process of the run "
+                f"({dist.distributed_backend}: {lost}): {how_to_resume(cfg, dist.distributed_rank)}")  # fmt: skip
+    sys.exit(1)
+
+
+def spawn_ranks(cfg, **spawn_args):
+    """torch.multiprocessing.spawn of this machine's ranks (cpu_training.call_main). When one is ended by a
+    signal (SIGKILL, the OOM killer) spawn stops the others and raises: the run ends with one line instead.
+    A rank that exited with an error code has printed why (the line above)."""
+    try:
+        return torch.multiprocessing.spawn(**spawn_args)
+    except torch.multiprocessing.ProcessExitedException as ended:
+        if ended.signal_name:
+            print_error(f"process {ended.error_index} of the run was ended by {ended.signal_name}, and the others "
+                        f"stopped: {how_to_resume(cfg, rank=0)}")  # fmt: skip
+        sys.exit(1)
+
+
+def lost_peer(error):
+    """gloo's words for a lost peer, in ``error`` or in an error it interrupted: a peer silent for
+    --heartbeat-timeout fails the collective when fairseq's heartbeat SIGINTs this process too."""
+    while error is not None:
+        lost = LOST_PEER.search(str(error)) if isinstance(error, RuntimeError) else None
+        if lost is not None:
+            return lost.group(0)
+        error = error.__context__
+    return None
+
+
+def how_to_resume(cfg, rank: int) -> str:
+    """What the same command does next: resume from ``rank``'s last checkpoint (at update N), or start
+    again; with another --restore-file, which one to give instead."""
+    checkpoint = cfg.checkpoint
+    suffix = checkpoint.checkpoint_suffix or ""
+    if cfg.distributed_training.ddp_backend == "fully_sharded" and cfg.distributed_training.use_sharded_state:
+        suffix += f"-shard{rank}"
+    last = os.path.join(checkpoint.save_dir, f"checkpoint_last{suffix}.pt")
+    if not os.path.exists(last):
+        return f"run the same command to start again (no checkpoint in {checkpoint.save_dir} yet)"
+    update = saved_update(last)
+    if checkpoint.restore_file != FAIRSEQ_RESTORE_FILE:
+        restarts = f"the same command restarts from {checkpoint.restore_file}"
+        return f"resume from update {update} with --restore-file {last} ({restarts})"
+    return f"run the same command to resume from update {update} ({last})"
+
+
+def saved_update(path: str):
+    """The update a fairseq checkpoint was saved at (its pickled part only: mmap), or '?' if unreadable."""
+    try:
+        return torch.load(path, map_location="cpu", mmap=True)["optimizer_history"][-1]["num_updates"]
+    except Exception:  # a checkpoint damaged on disk: its load on resume names the damage
+        return "?"

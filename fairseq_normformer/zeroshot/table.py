@@ -79,7 +79,7 @@ def table_rows(results: List[dict]) -> List[List[str]]:
     for (name, seeds), delta in zip(models.items(), difference_column(averages)):
         model = seeds[0]["model"]
         rows.append(_row(name, format_size(model["parameters"]), format_gpu_days(model), f"{model['lr']:g}",
-                         str(len(seeds)), accuracies[name], delta or MISSING))  # fmt: skip
+                         str(len(seeds)), accuracies[name], MISSING if delta is None else str(delta)))  # fmt: skip
     return rows
 
 

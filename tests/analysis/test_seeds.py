@@ -64,9 +64,25 @@ def table_rows(path) -> dict:
     return {cells[0]: cells for cells in ([c.strip() for c in line.split("|")[1:-1]] for line in lines[1:])}
 
 
-def interval_text(candidate, baseline):
+def interval(candidate, baseline) -> tuple:
+    """(mean, low, high) of the paired differences, by scipy."""
     ci = stats.ttest_rel(candidate, baseline).confidence_interval(0.95)
-    return f"{np.mean(candidate) - np.mean(baseline):.4g} [{ci.low:.4g}, {ci.high:.4g}]"
+    return np.mean(candidate) - np.mean(baseline), ci.low, ci.high
+
+
+def decimals(*numbers) -> int:
+    """A table column's decimals: 4 significant digits of its largest number."""
+    return max(0, 3 - int(np.floor(np.log10(max(abs(x) for x in numbers)))))
+
+
+def interval_text(candidate, baseline, places=None):
+    """As a table cell (``places`` decimals) or alone (4 significant digits)."""
+    number = (lambda x: f"{x:.4g}") if places is None else (lambda x: f"{x:.{places}f}")  # noqa: E731
+    return "{} [{}, {}]".format(*map(number, interval(candidate, baseline)))
+
+
+def mean_std_text(values, places):
+    return f"{np.mean(values):.{places}f} ± {np.std(values, ddof=1):.{places}f}"
 
 
 def test_ppl_table_over_three_seeds(tmp_path):
@@ -77,11 +93,12 @@ def test_ppl_table_over_three_seeds(tmp_path):
     rows = table_rows(tmp_path / "t.md")
     assert list(rows) == ["Baseline", "NormFormer", "Noise"]
     assert rows["NormFormer"][1:4] == ["1328", "3", "6"]  # params, seeds, updates
-    assert rows["Baseline"][4] == f"{np.mean(BASELINE):.4g} ± {np.std(BASELINE, ddof=1):.4g}"
+    assert rows["Baseline"][4] == mean_std_text(BASELINE, 2)  # the column's largest: 30.3, 4 digits
     assert rows["Baseline"][5] == rows["Baseline"][4]  # the final validation is the best here
     assert rows["Baseline"][6] == "—"
-    assert rows["NormFormer"][6] == interval_text(NORMFORMER, BASELINE)
-    assert rows["Noise"][6] == interval_text(NOISE, BASELINE) + " within seed noise"
+    places = decimals(*interval(NORMFORMER, BASELINE), *interval(NOISE, BASELINE))
+    assert rows["NormFormer"][6] == interval_text(NORMFORMER, BASELINE, places)
+    assert rows["Noise"][6] == interval_text(NOISE, BASELINE, places) + " within seed noise"
 
 
 def test_ppl_table_compares_every_row_to_a_chosen_one_too(tmp_path):
@@ -93,9 +110,11 @@ def test_ppl_table_compares_every_row_to_a_chosen_one_too(tmp_path):
     header = (tmp_path / "t.md").read_text().splitlines()[0]
     assert header.endswith("| Δ valid PPL vs first row (95% CI) | Δ valid PPL vs NormFormer (95% CI) |")
     rows = table_rows(tmp_path / "t.md")
-    assert rows["NormFormer"][6:] == [interval_text(NORMFORMER, BASELINE), "—"]
-    assert rows["Baseline"][7] == interval_text(BASELINE, NORMFORMER)
-    assert rows["Noise"][7] == interval_text(NOISE, NORMFORMER)
+    places = [decimals(*interval(NORMFORMER, BASELINE), *interval(NOISE, BASELINE)),
+              decimals(*interval(BASELINE, NORMFORMER), *interval(NOISE, NORMFORMER))]  # fmt: skip
+    assert rows["NormFormer"][6:] == [interval_text(NORMFORMER, BASELINE, places[0]), "—"]
+    assert rows["Baseline"][7] == interval_text(BASELINE, NORMFORMER, places[1])
+    assert rows["Noise"][7] == interval_text(NOISE, NORMFORMER, places[1])
     with pytest.raises(SystemExit, match="--compare-to 'NF' is not the label of a --run"):
         analyze(["ppl-table", *runs, "--compare-to", "NF", "--out", str(tmp_path / "u.md")])
 
@@ -104,7 +123,7 @@ def test_one_seed_has_no_interval_and_unpaired_seeds_are_refused(tmp_path):
     (base,), (nf,) = fake_runs(tmp_path / "b", [30.0]), fake_runs(tmp_path / "n", [28.5])
     analyze(["ppl-table", f"--run=Baseline={base}", f"--run=NormFormer={nf}", "--out", str(tmp_path / "t.md")])
     rows = table_rows(tmp_path / "t.md")
-    assert rows["Baseline"][2:5] == ["1", "6", "30"] and rows["NormFormer"][6] == "-1.5 (1 seed: no interval)"
+    assert rows["Baseline"][2:5] == ["1", "6", "30.00"] and rows["NormFormer"][6] == "-1.500 (1 seed: no interval)"
     more = fake_runs(tmp_path / "m", [28.0, 29.0])
     unpaired = ["ppl-table", f"--run=Baseline={base}", *[f"--run=NormFormer={p}" for p in more], "--out", str(tmp_path / "u.md")]
     with pytest.raises(SystemExit, match="rows 'Baseline' and 'NormFormer' are paired by seed, but one has 2 seeds and the other 1"):
@@ -148,9 +167,10 @@ def test_eval_table_over_seeds(tmp_path):
             runs.append(f"--run={label}={seed_path(tmp_path / label, seed, '')}")
     analyze(["eval-table", *runs, "--out", str(tmp_path / "t8.md")])
     rows = table_rows(tmp_path / "t8.md")
-    valid = ppl["NormFormer"][0]
-    assert rows["NormFormer"][2:4] == ["2", f"{np.mean(valid):.4g} ± {np.std(valid, ddof=1):.4g}"]
-    valid_delta, test_delta = (interval_text(ppl["NormFormer"][i], ppl["Baseline"][i]) for i in (0, 1))
+    assert rows["NormFormer"][2:4] == ["2", mean_std_text(ppl["NormFormer"][0], 2)]  # the column's largest: 40.75
+    valid_delta, test_delta = (interval_text(ppl["NormFormer"][i], ppl["Baseline"][i],
+                                             decimals(*interval(ppl["NormFormer"][i], ppl["Baseline"][i])))
+                               for i in (0, 1))  # fmt: skip
     assert rows["NormFormer"][5:] == [valid_delta + " within seed noise", test_delta]  # -2.0, -2.6 vs -1.9, -1.8
 
 
@@ -178,6 +198,7 @@ def test_recipes_train_each_run_once_per_seed(recipe, tmp_path):
     argvs = dry_run(recipe, tmp_path, SEEDS="3")
     runs = [a for a in argvs if os.path.basename(a[0]) == "fairseq-train" or a[1:2] == ["lr-stability"]]
     seeds = [int(last_value(a, "--seed")) for a in runs]
+    assert all(a.count("--seed") == 1 for a in runs)  # not the shared flags' --seed 1, then --seed K
     dirs = [os.path.dirname(last_value(a, "--save-dir")) if "--save-dir" in a else last_value(a, "--out-dir") for a in runs]
     assert seeds == [seed_of(d) for d in dirs] and sorted(seeds) == sorted([1, 2, 3] * (len(runs) // 3))
     # the table (the figure) reads every seed's run, a label given again being the same model's next seed
@@ -255,9 +276,9 @@ def test_bleu_table_over_seeds(tmp_path):
     rows = table_rows(tmp_path / "out" / "bleu.md")
     post, pre = test_bleu["postln"], test_bleu["preln"]
     assert rows["preln"][1:3] == ["3", "200"]
-    assert rows["postln"][6] == f"{np.mean(post):.4g} ± {np.std(post, ddof=1):.4g}"
-    assert rows["preln"][5] == f"{np.mean(pre) - 8:.4g} ± {np.std(pre, ddof=1):.4g}"  # best valid: the last, score - 8
-    assert rows["preln"][7] == interval_text(pre, post)
+    assert rows["postln"][6] == mean_std_text(post, 2)  # the column's largest: 22.1
+    assert rows["preln"][5] == mean_std_text(np.array(pre) - 8, 2)  # best valid: the last, score - 8
+    assert rows["preln"][7] == interval_text(pre, post, decimals(*interval(pre, post)))
     assert rows["preln"][8] == "101, 102, 103"  # sentences translated, per seed
     assert (tmp_path / "out" / "bleu.png").exists()
 
@@ -280,15 +301,20 @@ def test_grad_curves_band_over_seeds(tmp_path):
     mean_inverse = (1 / 2 + 1 / 3) / 2
     share = {"Baseline": [0.5, 0.5], "NormFormer": [0.5 / (1 + 0.1 * s) for s in (1, 2)]}  # layer 0 / layer 1
     rows = table_rows(tmp_path / "fig" / "fig3_grad_norms.md")
-    assert rows["Baseline"][1:5] == ["2", f"{0.15 * mean_inverse:.4g} ± {np.std([0.1, 0.2], ddof=1) * mean_inverse:.4g}",
-                                     f"{0.3 * mean_inverse:.4g} ± {np.std([0.2, 0.4], ddof=1) * mean_inverse:.4g}", "0.5 ± 0"]  # fmt: skip
-    assert rows["NormFormer"][5] == interval_text(share["NormFormer"], share["Baseline"]) + " within seed noise"
+    layer_0, layer_1 = (np.array([0.1, 0.2]) * mean_inverse, np.array([0.2, 0.4]) * mean_inverse)
+    # each column's largest: layer 0's mean (both models), NormFormer's layer 1 mean
+    places = decimals(0.15 * mean_inverse), decimals(np.mean([0.2 * 1.1, 0.4 * 1.2]) * mean_inverse)
+    assert rows["Baseline"][1:5] == ["2", mean_std_text(layer_0, places[0]), mean_std_text(layer_1, places[1]),
+                                     "0.5000 ± 0.0000"]  # fmt: skip
+    nf_share = share["NormFormer"], share["Baseline"]
+    places = decimals(*interval(*nf_share))
+    assert rows["NormFormer"][5] == interval_text(*nf_share, places) + " within seed noise"
     # Fig. 5 over the seeds: NormFormer's seed k over the baseline's seed k, in layer k 1 + 0.1 k * seed
     pairs = [a for b, n in zip(runs[:2], runs[2:]) for a in ("--baseline", b[6:], "--run", n[6:])]
     analyze(["grad-ratio", *pairs, "--window", "1:3", "--out-dir", str(tmp_path / "fig")])
     table = (tmp_path / "fig" / "fig5_grad_ratio.md").read_text()
     assert "mean ± std over 2 seeds" in table
-    assert f"| fc2.weight | 1 ± 0 | 1.15 ± {np.std([1.1, 1.2], ddof=1):.4g} |" in table
+    assert f"| fc2.weight | 1.000 ± 0.000 | 1.150 ± {np.std([1.1, 1.2], ddof=1):.3f} |" in table
 
 
 def test_metric_table_over_seeds(tmp_path):
@@ -299,9 +325,10 @@ def test_metric_table_over_seeds(tmp_path):
             log.write(f"2026-01-01 10:01:00 | INFO | fairseq_cli.train | done training in {seconds} seconds\n")
     analyze(["metric-table", *runs, "--metric", "ppl", "--metric", "loss", "--out", str(tmp_path / "t.md")])
     rows = table_rows(tmp_path / "t.md")
-    assert rows["B"][1:4] == ["3", "6", "110 ± 10"] and rows["A"][3] == "—"  # A's logs say no "done training"
-    assert rows["B"][4:] == [f"{np.mean(NORMFORMER):.4g} ± {np.std(NORMFORMER, ddof=1):.4g}",
-                             interval_text(NORMFORMER, BASELINE), "6 ± 0", "0 [0, 0] within seed noise"]  # fmt: skip
+    assert rows["B"][1:4] == ["3", "6", "110.0 ± 10.0"] and rows["A"][3] == "—"  # A's logs say no "done training"
+    loss = 6.0  # the fake logs' loss at every validation
+    assert rows["B"][4:] == [mean_std_text(NORMFORMER, 2), interval_text(NORMFORMER, BASELINE, 3),
+                             f"{loss:.3f} ± 0.000", "0 [0, 0] within seed noise"]  # fmt: skip
     with pytest.raises(SystemExit, match="the last validation of .* has no 'accuracy'"):
         analyze(["metric-table", *runs, "--metric", "accuracy", "--out", str(tmp_path / "u.md")])
 
@@ -372,6 +399,6 @@ def test_lr_table_over_seeds(tmp_path):
     analyze(["lr-table", *runs, "--out", str(tmp_path / "t3.md")])
     rows = table_rows(tmp_path / "t3.md")
     nf = last_good["NormFormer"]
-    assert rows["NormFormer"][1:5] == ["2", "3", "diverged", f"{np.mean(nf):.4g} ± {np.std(nf, ddof=1):.4g}"]
+    assert rows["NormFormer"][1:5] == ["2", "3", "diverged", mean_std_text(nf, 1)]  # the column's largest: 254.3
     assert rows["Baseline"][6:8] == ["0, 0, 1", "fc1"] and rows["NormFormer"][6] == "3"  # per seed when they differ
-    assert rows["NormFormer"][10] == interval_text(nf, last_good["Baseline"])
+    assert rows["NormFormer"][10] == interval_text(nf, last_good["Baseline"], 1)  # 131.3

@@ -7,7 +7,7 @@ import sys
 from fairseq.data import Dictionary
 
 from tests.cli.lm_params import expected_params
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, python_warnings
 
 TINY = ["--updates", "16", "--layers", "1", "--embed-dim", "32", "--heads", "4", "--tokens-per-sample", "32",
         "--batch-size", "4", "--dropout", "0", "--vocab-size", "200", "--max-chars", "20000"]  # fmt: skip
@@ -17,6 +17,8 @@ def demo(workdir, *args) -> str:
     cmd = [sys.executable, "-m", "fairseq_normformer.cli.demo", "--workdir", str(workdir), *TINY, *args]
     result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
+    logs = [path.read_text() for path in workdir.glob("runs/*/*.log")]
+    assert python_warnings(result.stdout, result.stderr, *logs) == []
     return result.stdout
 
 

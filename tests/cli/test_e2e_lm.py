@@ -12,7 +12,7 @@ import pytest
 from fairseq.data import Dictionary, data_utils
 
 from tests.cli.lm_params import expected_params
-from tests.conftest import REPO_ROOT, USER_DIR, run_cli
+from tests.conftest import REPO_ROOT, USER_DIR, python_warnings, run_cli
 
 L, D, F, H = 2, 32, 64, 4  # the tiny models' layers, model dim, FFN dim, heads
 NORMFORMER_FLAGS = ["--scale-attn", "--scale-fc", "--scale-heads"]
@@ -66,6 +66,7 @@ def trained(tiny_lm_corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("train")
     flags = {"preln": [], "normformer": NORMFORMER_FLAGS}
     outs = run_side_by_side(*(train_args(tiny_lm_corpus.data_bin, root / n, *f) for n, f in flags.items()))
+    assert python_warnings(*(text for out in outs for text in (out.stdout, out.stderr))) == []
     return {name: (out.stdout, root / name) for name, out in zip(flags, outs)}
 
 
@@ -86,6 +87,7 @@ def test_eval_lm_agrees_with_training_validation(trained, tiny_lm_corpus):
                    save_dir / "checkpoint_last.pt", "--gen-subset", "valid", "--tokens-per-sample", "64",
                    "--batch-size", "8", "--num-workers", "0"])  # fmt: skip
     text = out.stdout + out.stderr
+    assert python_warnings(text) == []
     loss, ppl = map(float, re.search(r"Loss \(base 2\): ([\d.]+), Perplexity: ([\d.]+)", text).groups())
     assert math.isfinite(ppl) and ppl < vocab_size(tiny_lm_corpus)  # better than a uniform guess
     evaluated = int(re.search(r"Evaluated ([\d,]+) tokens", text).group(1).replace(",", ""))

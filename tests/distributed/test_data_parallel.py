@@ -7,6 +7,7 @@ import sys
 import pytest
 import torch
 
+from ..conftest import python_warnings
 from .fairseq_runs import (
     interval_checkpoint,
     logged_loss,
@@ -59,8 +60,10 @@ def lm_reference(tiny_lm_corpus, tmp_path_factory):
 
 def test_spawned_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
     args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--dropout", "0", "--max-update", UPDATES)
-    log = train(args + ["--distributed-world-size", "2", "--distributed-backend", "gloo"]).stdout
+    result = train(args + ["--distributed-world-size", "2", "--distributed-backend", "gloo"])
+    log = result.stdout
     assert "distributed init (rank 1)" in log
+    assert python_warnings(result.stdout, result.stderr) == []  # torch's, fairseq's, ours: none on any rank
     assert_same_trajectory(lm_reference, tmp_path, log)
 
 

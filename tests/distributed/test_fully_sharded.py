@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from fairseq_normformer.cli import consolidate, export_hf
 
-from ..conftest import USER_DIR, run_cli
+from ..conftest import USER_DIR, python_warnings, run_cli
 from .fairseq_runs import interval_checkpoint, logged_loss, logged_updates, tiny_lm_args
 from .fairseq_runs import train as fairseq_train
 from .test_resume_data_parallel import kill_node_1_then_resume
@@ -70,8 +70,9 @@ def runs(tiny_lm_corpus, tmp_path_factory):
     saved = {}
     for name, extra in commands.items():
         save_dir = tmp_path_factory.mktemp(name)
-        log = fairseq_train(lm_args(tiny_lm_corpus, save_dir, *extra)).stdout
-        assert sorted(logged_updates(log)) == list(range(1, UPDATES + 1)), name
+        result = fairseq_train(lm_args(tiny_lm_corpus, save_dir, *extra))
+        assert sorted(logged_updates(result.stdout)) == list(range(1, UPDATES + 1)), name
+        assert python_warnings(result.stdout, result.stderr) == [], name  # fairscale's TypedStorage filtered
         saved[name] = save_dir
     return saved
 
@@ -227,6 +228,15 @@ def test_consolidate_names_a_missing_shard(runs, tmp_path, capsys):
     with pytest.raises(SystemExit, match=r"shard 0 of .*checkpoint_last.pt is missing"):
         consolidate.main([str(checkpoint), str(tmp_path / "full.pt")])
     assert not (tmp_path / "full.pt").exists()
+
+
+def test_consolidate_given_a_shard_names_the_checkpoint_to_give(tmp_path):
+    shard_0 = tmp_path / "checkpoint_last-shard0.pt"
+    shard_0.touch()
+    hint = (f"no shards checkpoint_last-shard0-shard<N>.pt next to {shard_0}: "
+            f"name the checkpoint without -shard<N>, {tmp_path / 'checkpoint_last.pt'}")  # fmt: skip
+    with pytest.raises(SystemExit, match=re.escape(f"normformer-consolidate: error: {hint}")):
+        consolidate.main([str(shard_0), str(tmp_path / "full.pt")])
 
 
 def test_memory_efficient_fp16_is_refused_with_fully_sharded(tiny_lm_corpus, tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ which 2 uninterrupted processes follow), at every update: 2 processes spawned by
 mid-run (causal LM). A dead peer ends the run: a killed one at once, a frozen one after
 --heartbeat-timeout seconds."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,6 +20,8 @@ from .test_data_parallel import UPDATES, assert_same_checkpoints, one_process_ru
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
 STOPPED_AT = UPDATES // 2  # the first run's --max-update
 GLOO = ["--distributed-backend", "gloo"]
+LOST_PEER_LINE = re.compile(r"^fairseq-train: error: rank 0 lost another process of the run \(gloo: (.*?)\): "
+                            r"run the same command to resume from update (\d+) \((\S+)\)$", re.M)  # fmt: skip
 
 
 def free_port() -> int:
@@ -98,8 +101,12 @@ def kill_node_1_then_resume(args, updates: int):
     after_kill = finish(launchers)
     assert [launcher.returncode for launcher in launchers] == [1, 1]
     assert "exitcode  : -9" in after_kill[1] and "fairseq-train FAILED" in after_kill[0]
+    # node 0's process ends with one line saying how to resume (no traceback), then torchrun reports
+    lost = LOST_PEER_LINE.search(after_kill[0])
+    assert lost and lost.group(1) in ("Connection closed by peer", "Connection reset by peer"), after_kill[0][-3000:]
+    assert "Traceback" not in after_kill[0][: lost.start()]
     resumed = train_two_nodes(args)
-    assert "Loaded checkpoint" in resumed
+    assert f"Loaded checkpoint {lost.group(3)} (epoch 1 @ {lost.group(2)} updates)" in resumed
     assert sorted(merged_updates([before_kill + after_kill[0], resumed])) == list(range(1, updates + 1))
 
 
@@ -118,6 +125,24 @@ def test_spawned_world_of_two_resumes_as_update_freq_two(lm_reference, tiny_lm_c
     assert sorted(logged_updates(first)) == list(range(1, STOPPED_AT + 1))
     assert sorted(logged_updates(resumed)) == list(range(STOPPED_AT + 1, UPDATES + 1))
     assert_same_checkpoints(lm_reference, tmp_path, UPDATES)
+
+
+def test_a_killed_spawned_rank_ends_the_run_with_one_line(tiny_lm_corpus, tmp_path):
+    """SIGKILL of one of the processes fairseq-train spawned: spawn stops the other and the run ends with
+    one line naming the checkpoint to resume from (the test above resumes such a run)."""
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1000, "--distributed-world-size", "2", *GLOO)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    run = subprocess.Popen(command(args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    read_until_update(run, 2)
+    ranks = [p for p in psutil.Process(run.pid).children() if "spawn_main" in " ".join(p.cmdline())]
+    ranks[0].send_signal(signal.SIGKILL)
+    stderr = run.communicate(timeout=120)[1]
+    assert run.returncode == 1
+    last = stderr.strip().splitlines()[-1]
+    ended = re.fullmatch(r"fairseq-train: error: process [01] of the run was ended by SIGKILL, and the others stopped: "
+                         r"run the same command to resume from update (\d+) \((\S+)\)", last)  # fmt: skip
+    assert ended and ended.group(2) == str(tmp_path / "checkpoint_last.pt"), stderr[-3000:]
+    assert int(ended.group(1)) >= 1 and "Traceback" not in stderr
 
 
 def test_two_nodes_resume_mlm_nsp_as_update_freq_two(tiny_bert_corpus, tmp_path):
@@ -154,4 +179,6 @@ def test_a_frozen_node_ends_the_run_after_the_heartbeat_timeout(tiny_lm_corpus, 
         frozen.send_signal(signal.SIGKILL)
         finish(launchers)
     assert launchers[0].returncode == 1
-    assert "Timed out waiting 20000ms" in node_0
+    lost = LOST_PEER_LINE.search(node_0)
+    assert lost and lost.group(1) == "Timed out waiting 20000ms", node_0[-3000:]
+    assert lost.group(3) == str(tmp_path / "checkpoint_last.pt")

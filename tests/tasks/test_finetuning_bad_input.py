@@ -176,9 +176,11 @@ def console_script(name: str, *args) -> subprocess.CompletedProcess:
 
 def test_the_console_scripts_print_one_line(finetuned, tiny_bert_corpus, tmp_path):
     """The error is the last line on stderr and there is no traceback (checks.BadInput's excepthook)."""
-    data, save_dir = copy_run(finetuned, "extractive_qa", tmp_path)
+    data, _ = copy_run(finetuned, "extractive_qa", tmp_path)
     (data / "valid.json").write_text(json.dumps({"data": []}))
+    save_dir = tmp_path / "new" / "checkpoints"  # fairseq-train creates it, then reads the data
     trained = console_script("fairseq-train", *finetune_args(data, tiny_bert_corpus, save_dir, "extractive_qa"))
+    assert sorted(tmp_path.iterdir()) == [tmp_path / "checkpoints", data]  # the refused run removed what it created
     bad = tmp_path / "empty.conll"
     bad.write_text("")
     checkpoint = finetuned["token_classification"][1] / "checkpoint_last.pt"
