@@ -7,6 +7,7 @@ readers; tests/test_fixes.py checks that what is installed is what the table say
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+import fairseq_cli.train as fairseq_train
 import torch
 
 from fairseq import checkpoint_utils
@@ -17,7 +18,7 @@ from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
 from .. import checks
-from . import batch_prefetch, batches, checkpoints, cpu_training, distributed
+from . import batch_prefetch, batches, checkpoints, cpu_training, distributed, save_on_signal
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -164,6 +165,18 @@ FIXES = {
         "it waits for the process group's timeout (30 min gloo, 10 min NCCL)",
         on_cpu="with --heartbeat-timeout N > 0 the process group's timeout is N seconds: gloo's collectives fail after N s",
         on_gpu="the same for NCCL: its watchdog aborts a collective after N s",
+    ),
+    "save_on_signal": Fix(
+        replacements=(
+            (fairseq_train, "main", save_on_signal.TrainMain()),
+            (fairseq_train, "validate_and_save", save_on_signal.validate_and_save),
+        ),
+        bug="SIGTERM (SLURM's, Kubernetes', a spot instance's notice of preemption) kills fairseq-train at once: "
+        "everything since the last save is lost, up to a whole --save-interval-updates",
+        on_cpu="the signals of NORMFORMER_SAVE_ON_SIGNAL (default SIGTERM,SIGUSR1; none: fairseq's behaviour) "
+        "are recorded; at the next update boundary every rank agrees (all-reduce), saves checkpoint_last and "
+        "exits 75; a process that spawned the ranks forwards the signals to them",
+        io_cost="one all-reduce of two integers per update (none with one process)",
     ),
     "hydra_warnings": Fix(
         replacements=(),
