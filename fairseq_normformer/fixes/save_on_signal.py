@@ -34,7 +34,7 @@ class Received:
 
     signal = 0
     after_update = -1
-    last_update = 0  # the last update boundary passed
+    trainer = None  # known from the first update on
     saving_on = False  # handlers installed (not with none, --no-save or --no-last-checkpoints)
     stopped = False  # checkpoint_last saved for a signal: exit EXIT_STATUS
 
@@ -55,7 +55,8 @@ def signals_to_save_on() -> list:
 def remember(signum, frame) -> None:
     """The handler: no I/O, the first signal is kept (a second one, during the save, changes nothing)."""
     if not Received.signal:
-        Received.signal, Received.after_update = signum, Received.last_update
+        Received.signal = signum
+        Received.after_update = Received.trainer.get_num_updates() if Received.trainer else 0
 
 
 def forward_to_ranks(signum, frame) -> None:
@@ -108,7 +109,7 @@ def validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch
     training stops."""
     if not Received.saving_on:
         return _fairseq_validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
-    Received.last_update = trainer.get_num_updates()
+    Received.trainer = trainer
     signum, after_update = agreed_signal(trainer)
     if not signum:
         return _fairseq_validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch)
@@ -116,7 +117,7 @@ def validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch
     wait_for_every_rank()  # every rank's part is written
     if distributed_utils.is_master(cfg.distributed_training):
         last = os.path.join(cfg.checkpoint.save_dir, f"checkpoint_last{trainer.checkpoint_suffix}.pt")
-        print(f"fairseq-train: stopped by {signal.Signals(signum).name} at update {Received.last_update} "
+        print(f"fairseq-train: stopped by {signal.Signals(signum).name} at update {trainer.get_num_updates()} "
               f"(received after update {after_update}); {last} saved: run the same command to resume",
               file=sys.stderr, flush=True)  # fmt: skip
     wait_for_every_rank()  # the line is out before a launcher ends the other ranks

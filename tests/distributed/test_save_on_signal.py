@@ -11,7 +11,9 @@ import psutil
 import pytest
 import torch
 
+from ..conftest import REPO_ROOT
 from .fairseq_runs import command, logged_loss, logged_updates, model_weights, tiny_lm_args, train
+from .test_launch_scripts import TINY_OVERRIDES, cpu_env, fake_slurm
 from .test_resume_data_parallel import GLOO, finish, merged_updates, read_until_update, start_two_nodes
 
 UPDATES = 40  # many more than the updates the test needs to send its signal
@@ -39,11 +41,11 @@ def checkpoint_update(path) -> int:
     return torch.load(path, map_location="cpu")["optimizer_history"][-1]["num_updates"]
 
 
-def assert_stopped_at_the_signal(output: str, save_dir) -> int:
+def assert_stopped_at_the_signal(output: str, save_dir, signal_name="SIGTERM") -> int:
     """The one line, the update it names logged last and saved in checkpoint_last.pt; that update."""
     (name, update, received_after, path), = STOPPED.findall(output)
     update, received_after = int(update), int(received_after)
-    assert name == "SIGTERM" and received_after >= SIGNALLED_AFTER and update - received_after <= 1
+    assert name == signal_name and received_after >= SIGNALLED_AFTER and update - received_after <= 1
     assert max(logged_updates(output)) == update < UPDATES
     assert path == str(save_dir / "checkpoint_last.pt") and checkpoint_update(path) == update
     assert [p.name for p in save_dir.iterdir()] == ["checkpoint_last.pt"]  # no save before the signal
@@ -100,6 +102,33 @@ def test_sigterm_to_one_of_two_torchrun_launchers(reference, tiny_lm_corpus, tmp
     stopped_at = assert_stopped_at_the_signal(stopped_log, tmp_path)
     resumed = finish(start_two_nodes(args))[0]
     assert_resumed_as_uninterrupted(reference, stopped_log, resumed, tmp_path, stopped_at)
+
+
+def start_sbatch(data_bin, save_dir, slurm_bin) -> subprocess.Popen:
+    """examples/slurm/train_lm.sbatch with 2 tasks under the stand-in srun, saving between saves."""
+    env = cpu_env(slurm_bin, SLURM_NTASKS_PER_NODE="2", SLURM_NNODES="1", SLURM_JOB_NODELIST="node0",
+                  SLURM_JOB_ID="4242", SLURM_SUBMIT_DIR=str(REPO_ROOT), PYTHONUNBUFFERED="1")  # fmt: skip
+    overrides = [arg for arg in TINY_OVERRIDES if arg != "--no-save"] + ["--max-update", str(UPDATES)]
+    return subprocess.Popen(["bash", "examples/slurm/train_lm.sbatch", str(data_bin), str(save_dir), *overrides],
+                            cwd=REPO_ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def test_the_sbatch_script_forwards_usr1_requeues_and_resumes(tiny_lm_corpus, tmp_path):
+    """SLURM's USR1 (#SBATCH --signal=B:USR1@120) reaches the batch script, which forwards it to the
+    job step; the tasks save and exit 75, and the script requeues the job, which then resumes."""
+    slurm_bin, save_dir = fake_slurm(tmp_path), tmp_path / "checkpoints"
+    job = start_sbatch(tiny_lm_corpus.data_bin, save_dir, slurm_bin)
+    before = read_until_update(job, SIGNALLED_AFTER)
+    job.send_signal(signal.SIGUSR1)
+    stopped_log = before + job.communicate(timeout=300)[0]
+    assert job.returncode == 75, stopped_log[-3000:]
+    stopped_at = assert_stopped_at_the_signal(stopped_log, save_dir, "SIGUSR1")
+    assert (slurm_bin / "requeued").read_text() == "4242\n"
+    requeued = start_sbatch(tiny_lm_corpus.data_bin, save_dir, slurm_bin)
+    resumed_log = requeued.communicate(timeout=300)[0]
+    assert requeued.returncode == 0, resumed_log[-3000:]
+    assert f"(epoch 1 @ {stopped_at} updates)" in resumed_log and max(logged_updates(resumed_log)) == UPDATES
+    assert (slurm_bin / "requeued").read_text() == "4242\n"  # not requeued again
 
 
 def test_none_keeps_fairseqs_behaviour(tiny_lm_corpus, tmp_path):
