@@ -61,6 +61,7 @@ def test_launch_scripts_train_with_the_papers_batch(script, env, world_size, tok
         assert words[0] == "torchrun"
         value = lambda flag: int(words[words.index(flag) + 1])
         assert value("--nnodes") * value("--nproc-per-node") == world_size
+        assert "SIGUSR1" in words[words.index("--signals-to-handle") + 1].split(",")  # forwarded: save on a signal
     assert args.arch == env["ARCH"] and args.memory_efficient_fp16
     assert world_size * args.batch_size * args.tokens_per_sample * args.update_freq[0] == tokens
     assert args.max_update == float(args.total_num_update) == AUTHORS_UPDATES[tokens]

@@ -2,6 +2,7 @@
 two torchrun launchers, between saves: every rank stops after the same update, checkpoint_last is
 at that update, the run exits 75 with one line, and the same command resumes to the uninterrupted
 run's losses and weights. NORMFORMER_SAVE_ON_SIGNAL=none keeps fairseq's behaviour."""
+import importlib.util
 import os
 import re
 import signal
@@ -102,6 +103,24 @@ def test_sigterm_to_one_of_two_torchrun_launchers(reference, tiny_lm_corpus, tmp
     stopped_at = assert_stopped_at_the_signal(stopped_log, tmp_path)
     resumed = finish(start_two_nodes(args))[0]
     assert_resumed_as_uninterrupted(reference, stopped_log, resumed, tmp_path, stopped_at)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("fairscale") is None, reason="needs fairscale (requirements/fsdp.txt)")
+def test_sigterm_to_a_sharded_run_saves_every_shard_at_the_same_update(tiny_lm_corpus, tmp_path):
+    """--ddp-backend fully_sharded --use-sharded-state: each rank saves its shard of checkpoint_last."""
+    args = between_saves(tiny_lm_corpus.data_bin, tmp_path, "--distributed-world-size", 2,
+                         "--ddp-backend", "fully_sharded", "--use-sharded-state")  # fmt: skip
+    run = start(args)
+    read_until_update(run, SIGNALLED_AFTER)
+    spawned_ranks(run)[1].send_signal(signal.SIGTERM)
+    output = run.communicate(timeout=300)[0]
+    assert run.returncode == 75, output[-3000:]
+    (_, update, _, path), = STOPPED.findall(output)
+    shards = sorted(p.name for p in tmp_path.iterdir())
+    assert path.endswith("checkpoint_last-shard0.pt") and shards == ["checkpoint_last-shard0.pt", "checkpoint_last-shard1.pt"]
+    assert [checkpoint_update(tmp_path / shard) for shard in shards] == [int(update)] * 2
+    resumed = train(args).stdout
+    assert f"(epoch 1 @ {update} updates)" in resumed and max(logged_updates(resumed)) == UPDATES
 
 
 def start_sbatch(data_bin, save_dir, slurm_bin) -> subprocess.Popen:
