@@ -119,7 +119,7 @@ def test_sigterm_to_a_sharded_run_saves_every_shard_at_the_same_update(tiny_lm_c
     assert run.returncode == 75, output[-3000:]
     (_, update, _, path), = STOPPED.findall(output)
     shards = sorted(p.name for p in tmp_path.iterdir())
-    assert path.endswith("checkpoint_last-shard0.pt") and shards == ["checkpoint_last-shard0.pt", "checkpoint_last-shard1.pt"]
+    assert shards == ["checkpoint_last-shard0.pt", "checkpoint_last-shard1.pt"] and path.endswith(shards[0])
     assert [checkpoint_update(tmp_path / shard) for shard in shards] == [int(update)] * 2
 
 
@@ -156,7 +156,8 @@ def test_none_keeps_fairseqs_behaviour(tiny_lm_corpus, tmp_path):
 
 
 def test_a_bad_signal_list_is_refused_in_one_line(tiny_lm_corpus, tmp_path):
-    result = train(between_saves(tiny_lm_corpus.data_bin, tmp_path), check=False, NORMFORMER_SAVE_ON_SIGNAL="SIGTERM,SIGFOO")
+    args = between_saves(tiny_lm_corpus.data_bin, tmp_path)
+    result = train(args, check=False, NORMFORMER_SAVE_ON_SIGNAL="SIGTERM,SIGFOO")
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (
         "fairseq-train: error: NORMFORMER_SAVE_ON_SIGNAL must be signal names such as SIGTERM,SIGUSR1 (the default) "
