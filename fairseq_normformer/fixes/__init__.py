@@ -7,6 +7,7 @@ readers; tests/test_fixes.py checks that what is installed is what the table say
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+import fairseq_cli.train as fairseq_train
 import torch
 
 from fairseq import checkpoint_utils
@@ -18,7 +19,7 @@ from fairseq.trainer import Trainer
 from torch.distributed import distributed_c10d
 
 from .. import checks
-from . import batch_prefetch, batches, checkpoints, cpu_training, data_position, distributed
+from . import batch_prefetch, batches, checkpoints, cpu_training, data_position, distributed, save_on_signal
 from .checkpoints import CHECKS_SWITCH
 from .warning_filters import silence_fairseq_hydra_warnings, silence_library_warnings
 
@@ -208,6 +209,17 @@ FIXES = {
         "fairseq-train spawned (call_main) that is killed ends the run with such a line too",
         on_gpu="the same for gloo's errors; NCCL's are left as they are",
         io_cost="on that error only: a read of the last checkpoint's pickled part (mmap)",
+    "save_on_signal": Fix(
+        replacements=(
+            (fairseq_train, "main", save_on_signal.TrainMain()),
+            (fairseq_train, "validate_and_save", save_on_signal.validate_and_save),
+        ),
+        bug="SIGTERM (SLURM's, Kubernetes', a spot instance's notice of preemption) kills fairseq-train at once: "
+        "everything since the last save is lost, up to a whole --save-interval-updates",
+        on_cpu="the signals of NORMFORMER_SAVE_ON_SIGNAL (default SIGTERM,SIGUSR1; none: fairseq's behaviour) "
+        "are recorded; at the next update boundary every rank agrees (all-reduce), saves checkpoint_last and "
+        "exits 75; a process that spawned the ranks forwards the signals to them",
+        io_cost="one all-reduce of two integers per update (none with one process)",
     ),
     "hydra_warnings": Fix(
         replacements=(),

@@ -17,6 +17,7 @@ from fairseq.trainer import Trainer
 from omegaconf import DictConfig
 
 from .. import checks
+from . import save_on_signal
 from .checkpoints import checkpoint_checks_on
 from .distributed import spawn_ranks
 
@@ -93,17 +94,19 @@ def call_main(cfg, main, **kwargs):
     checks.check_config(cfg, on_cpu=on_cpu, cli=main.__module__)
     dist_cfg = cfg.distributed_training
     if torch.cuda.device_count() > 0 or cfg.common.tpu:
-        return _fairseq_call_main(cfg, main, **kwargs)
+        return save_on_signal.launch(main, _fairseq_call_main, cfg, main, **kwargs)
     if dist_cfg.distributed_init_method is None:
         infer_cpu_init_method(dist_cfg)
     if dist_cfg.distributed_init_method is None or dist_cfg.distributed_no_spawn:
-        return _fairseq_call_main(cfg, main, **kwargs)
+        return save_on_signal.launch(main, _fairseq_call_main, cfg, main, **kwargs)
     # fairseq's spawn (distributed/utils.py), with one process per rank, each given its share of
     # the cores as torchrun does (by default every rank would start one thread per core)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, os.cpu_count() // dist_cfg.distributed_world_size)))
     kwargs["start_rank"] = dist_cfg.distributed_rank
     dist_cfg.distributed_rank = None
-    spawn_ranks(
+    save_on_signal.launch(
+        main,
+        spawn_ranks,
         cfg,
         fn=distributed_utils.distributed_main,
         args=(main, cfg, kwargs),

@@ -114,14 +114,15 @@ def distributed_main(i, main, cfg, kwargs):
 def spawn_ranks(cfg, **spawn_args):
     """torch.multiprocessing.spawn of this machine's ranks (cpu_training.call_main). When one is ended by a
     signal (SIGKILL, the OOM killer) spawn stops the others and raises: the run ends with one line instead.
-    A rank that exited with an error code has printed why (the line above)."""
+    A rank that exited with an error code has printed why (the line above); the run exits with that code
+    (75: the ranks saved on a signal, save_on_signal)."""
     try:
         return torch.multiprocessing.spawn(**spawn_args)
     except torch.multiprocessing.ProcessExitedException as ended:
         if ended.signal_name:
             print_error(f"process {ended.error_index} of the run was ended by {ended.signal_name}, and the others "
                         f"stopped: {how_to_resume(cfg, rank=0)}")  # fmt: skip
-        sys.exit(1)
+        sys.exit(ended.exit_code if ended.exit_code and ended.exit_code > 0 else 1)
 
 
 def lost_peer(error):

@@ -45,9 +45,9 @@ def command(args, launcher=()) -> list:
     return [str(a) for a in [*launcher, BIN / "fairseq-train", *args]]
 
 
-def train(args, launcher=(), check=True) -> subprocess.CompletedProcess:
-    """Run fairseq-train to the end; one thread per process (the test machine has 2 cores)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
+    """Run fairseq-train to the end, with ``env`` added; one thread per process (the test machine has 2 cores)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", **env)
     result = subprocess.run(command(args, launcher), env=env, capture_output=True, text=True, timeout=300)
     if check:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

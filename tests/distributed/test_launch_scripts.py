@@ -63,6 +63,7 @@ def test_launch_scripts_train_with_the_papers_batch(script, env, world_size, tok
         assert words[0] == "torchrun"
         value = lambda flag: int(words[words.index(flag) + 1])
         assert value("--nnodes") * value("--nproc-per-node") == world_size
+        assert "SIGUSR1" in words[words.index("--signals-to-handle") + 1].split(",")  # forwarded: save on a signal
     assert args.arch == env["ARCH"] and args.memory_efficient_fp16
     assert world_size * args.batch_size * args.tokens_per_sample * args.update_freq[0] == tokens
     assert args.max_update == float(args.total_num_update) == AUTHORS_UPDATES[tokens]
@@ -95,17 +96,29 @@ TINY_OVERRIDES = ["--decoder-layers", "2", "--decoder-embed-dim", "32", "--decod
                   "--disable-validation", "--no-save", "--no-progress-bar", "--seed", "7",
                   "--dropout", "0", "--attention-dropout", "0"]  # fmt: skip  (dropout masks differ by rank)
 FAKE_SRUN = """#!/bin/bash
-# stand-in for SLURM's srun: the command as SLURM_NTASKS_PER_NODE tasks of one node
+# stand-in for SLURM's srun: the command as SLURM_NTASKS_PER_NODE tasks of one node; as srun, it
+# forwards USR1 and TERM to the tasks and exits with their highest status
 while [[ "$1" == -* ]]; do shift; done
 pids=()
 for ((i = 0; i < SLURM_NTASKS_PER_NODE; i++)); do
   SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NODEID=0 "$@" & pids+=($!)
 done
+trap 'kill -USR1 "${pids[@]}"' USR1
+trap 'kill -TERM "${pids[@]}"' TERM
 status=0
-for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for pid in "${pids[@]}"; do
+  while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done  # a trapped signal ends a wait early
+  wait "$pid" || { task=$?; ((task > status)) && status=$task; }
+done
 exit $status
 """
-FAKE_SCONTROL = '#!/bin/bash\n[ "$1 $2" = "show hostnames" ] && echo 127.0.0.1\n'
+FAKE_SCONTROL = """#!/bin/bash
+# stand-in for SLURM's scontrol: one host; a requeue is written to the file 'requeued' next to it
+case "$1" in
+  show) echo 127.0.0.1 ;;
+  requeue) echo "$2" >>"$(dirname "$0")/requeued" ;;
+esac
+"""
 
 
 def free_port() -> int:
