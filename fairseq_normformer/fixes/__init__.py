@@ -17,7 +17,7 @@ from fairseq.models import distributed_fairseq_model
 from fairseq.trainer import Trainer
 
 from .. import checks
-from . import batch_prefetch, batches, checkpoints, cpu_training, distributed
+from . import batch_prefetch, batches, checkpoints, cpu_training, distributed, optimizer_state
 from .checkpoints import CHECKS_SWITCH
 from .hydra_warnings import silence_fairseq_hydra_warnings
 
@@ -164,6 +164,21 @@ FIXES = {
         "it waits for the process group's timeout (30 min gloo, 10 min NCCL)",
         on_cpu="with --heartbeat-timeout N > 0 the process group's timeout is N seconds: gloo's collectives fail after N s",
         on_gpu="the same for NCCL: its watchdog aborts a collective after N s",
+    ),
+    "optimizer_state_by_name": Fix(
+        replacements=(
+            (Trainer, "save_checkpoint", optimizer_state.save_checkpoint),
+            (checkpoint_utils, "load_checkpoint", optimizer_state.load_checkpoint),
+            (checkpoint_utils, "_upgrade_state_dict", optimizer_state.upgrade_state_dict),
+        ),
+        bug="the optimizer state is loaded by position, in the order the saving configuration kept it: "
+        "FSDP's order into one process fails in Adam (size mismatch) or, where shapes coincide, puts moments "
+        "on the wrong parameters; DDP into FSDP: KeyError 'param_id_map'; fp32 into --fp16: 'Optimizer does "
+        "not match'",
+        on_cpu="checkpoints record the state's layout (parameter names in order); a resume in another "
+        "backend, world size or precision converts it by name; the fp16 loss scale into fp32/bf16 is dropped "
+        "with one line; a mismatch is refused with one line",
+        io_cost=f"a few bytes per checkpoint ({SWITCHABLE}: then the layout is inferred)",
     ),
     "hydra_warnings": Fix(
         replacements=(),
