@@ -176,7 +176,8 @@ FIXES = {
         "on the wrong parameters; DDP into FSDP: KeyError 'param_id_map'; fp32 into --fp16: 'Optimizer does "
         "not match'",
         on_cpu="checkpoints record the state's layout (parameter names in order); a resume in another "
-        "backend, world size or precision converts it by name; the fp16 loss scale into fp32/bf16 is dropped "
+        "backend, world size or precision converts it by name, and the data position to the new number of "
+        "processes; the fp16 loss scale into fp32/bf16 is dropped "
         "with one line; a mismatch is refused with one line",
         io_cost=f"a few bytes per checkpoint ({SWITCHABLE}: then the layout is inferred)",
     ),

@@ -16,7 +16,6 @@ inferred: FSDP's from its ``fsdp_metadata``, the others' from the order of their
 the layout differs from the resuming run's, the state is converted by name on the rank that loads
 the checkpoint, before fairseq shards or broadcasts it.
 """
-import copy
 import logging
 from contextvars import ContextVar
 from itertools import chain
@@ -157,8 +156,9 @@ def state_by_name(optimizer_state: dict, layout: dict) -> dict:
             for name, shape, piece in zip(names, shapes, pieces):
                 by_name[name][key] = piece.reshape(shape) if torch.is_tensor(piece) and piece.dim() > 0 else piece
         return by_name
-    if saved and max(saved) >= len(names):
-        refuse(f"it holds state for {max(saved) + 1} parameters where the checkpoint's model has {len(names)}", layout)
+    if len(optimizer_state["param_groups"][0]["params"]) != len(names):  # position would be ambiguous
+        count = len(optimizer_state["param_groups"][0]["params"])
+        refuse(f"it holds state for {count} parameters where the checkpoint's model has {len(names)}", layout)
     by_name = {}
     for index, entries in saved.items():
         by_name[names[index]] = {}

@@ -5,10 +5,11 @@ resumes from a copy of:
 
 - FSDP per-layer (2 processes) -> 1 process (--update-freq 2), and 1 process (--update-freq 2) -> FSDP
   flat (2 processes): losses at updates 3-4 within 1e-5 of the reference's, Adam's moments equal by name;
-- a matrix of sources {1 process, FSDP per-layer, FSDP --fp16, ZeRO --memory-efficient-fp16, --fp16}
-  loaded in this process into {fp32, --fp16, --memory-efficient-fp16, --bf16}: the new optimizer's fp32
-  moments equal the saved ones by name; two moves into 2 processes run an update;
-- refusals: one line, nothing written."""
+- sources {1 process, FSDP per-layer, ZeRO --memory-efficient-fp16} loaded in this process into
+  {fp32, --fp16, --memory-efficient-fp16, --bf16}: the new optimizer's fp32 moments equal the saved
+  ones by name, the fp16 loss scale kept or dropped with one line; FSDP -> ZeRO --memory-efficient-fp16
+  on 2 processes trains on;
+- refusals: other parameters (one line, nothing written), FSDP shards into another layout."""
 import shutil
 
 import pytest
@@ -17,7 +18,7 @@ from fairseq import checkpoint_utils, options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 
-from fairseq_normformer.fixes import cpu_training
+from fairseq_normformer.fixes import cpu_training, optimizer_state
 
 from .fairseq_runs import interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train
 
@@ -27,9 +28,8 @@ FSDP = [*TWO, "--ddp-backend", "fully_sharded"]
 SOURCES = {  # name: (arguments, updates): the references run to UPDATES, the others to the move
     "one_process": (["--update-freq", "2"], UPDATES),
     "fsdp_layers": ([*FSDP, "--checkpoint-activations"], UPDATES),
-    "fsdp_fp16": ([*FSDP, "--fp16"], MOVE),
     "zero_memory_efficient_fp16": ([*TWO, "--zero-sharding", "os", "--memory-efficient-fp16"], MOVE),
-    "fp16": (["--update-freq", "2", "--fp16"], MOVE),
+    "fsdp_fp16_shards": ([*FSDP, "--fp16", "--use-sharded-state"], 1),
 }
 PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "memory_efficient_fp16": ["--memory-efficient-fp16"], "bf16": ["--bf16"]}
 
@@ -120,7 +120,7 @@ def loaded_moments(trainer) -> dict:
     return {name: torch_optimizer.state[p] for name, p in zip(names, torch_optimizer.param_groups[0]["params"])}
 
 
-@pytest.mark.parametrize("source", [name for name in SOURCES if name != "fsdp_fp16"])
+@pytest.mark.parametrize("source", ["one_process", "fsdp_layers", "zero_memory_efficient_fp16"])
 def test_moments_carry_over_by_name_into_every_precision(sources, source, tiny_lm_corpus, tmp_path, caplog):
     checkpoint = moved_copy(sources, source, tmp_path)
     saved = saved_moments(checkpoint)
@@ -139,15 +139,12 @@ def test_moments_carry_over_by_name_into_every_precision(sources, source, tiny_l
                                 f"{precision.replace('_', '-')} training scales no loss"] if loss_scale else [])  # fmt: skip
 
 
-@pytest.mark.parametrize("source, extra", [
-    ("fsdp_layers", [*TWO, "--zero-sharding", "os", "--memory-efficient-fp16"]),
-    ("fsdp_fp16", TWO),  # --fp16 -> fp32: the loss scale dropped
-])  # fmt: skip
-def test_moves_into_two_processes_train_on(sources, source, extra, tiny_lm_corpus, tmp_path):
-    """Precision changes: the loss of the next update within 1e-2 of the fp32 reference's (fp16's
-    rounding of the summed loss, as in test_fully_sharded.py)."""
-    moved = tmp_path / "moved"
-    log = train(lm_args(tiny_lm_corpus, moved, MOVE + 1, *extra, "--restore-file", moved_copy(sources, source, tmp_path))).stdout
+def test_fsdp_into_zero_sharding_and_memory_efficient_fp16_trains_on(sources, tiny_lm_corpus, tmp_path):
+    """FSDP per-layer (fp32, 2 processes) -> --zero-sharding os --memory-efficient-fp16 (2 processes):
+    the loss of the next update within 1e-2 of the fp32 reference's (fp16's rounding of the summed
+    loss, as in test_fully_sharded.py)."""
+    moved, extra = tmp_path / "moved", [*TWO, "--zero-sharding", "os", "--memory-efficient-fp16"]
+    log = train(lm_args(tiny_lm_corpus, moved, MOVE + 1, *extra, "--restore-file", moved_copy(sources, "fsdp_layers", tmp_path))).stdout
     assert "optimizer state moved by parameter name" in log and sorted(logged_updates(log)) == [MOVE + 1]
     reference = logged_loss(interval_checkpoint(sources["one_process"], MOVE + 1))
     assert logged_loss(interval_checkpoint(moved, MOVE + 1)) == pytest.approx(reference, abs=1e-2)
@@ -166,9 +163,22 @@ def test_other_parameters_are_refused_in_one_line(sources, tiny_lm_corpus, tmp_p
     assert checkpoint.read_bytes() == before and not any(save_dir.iterdir() if save_dir.exists() else [])
 
 
-def test_fsdp_shards_move_nowhere_else(tiny_lm_corpus, tmp_path):
+def test_fsdp_shards_move_nowhere_else(sources, tiny_lm_corpus, tmp_path):
     """--use-sharded-state keeps each rank's part of the flat state: it continues only as it was saved."""
-    sharded = tmp_path / "sharded"
-    train(lm_args(tiny_lm_corpus, sharded, 1, *FSDP, "--use-sharded-state"))
     with pytest.raises(ValueError, match=r"sharded state \(--use-sharded-state\) continues only with the same"):
-        trainer_loaded_from(tiny_lm_corpus, sharded / "checkpoint_1_1-shard0.pt", tmp_path)
+        trainer_loaded_from(tiny_lm_corpus, sources["fsdp_fp16_shards"] / "checkpoint_1_1-shard0.pt", tmp_path, "--fp16")
+
+
+def test_flat_master_copy_is_the_parameters_in_order():
+    """fairseq's flat fp32 master copy (--fp16 on GPUs, not run here): one tensor, the parameters'
+    state concatenated in the model's order; converted to it and back by name."""
+    params = [("a", [2, 3]), ("b", [4])]
+    per_parameter = {"params": params, "groups": None, "state": "per_parameter"}
+    flat = {**per_parameter, "state": "flat"}
+    by_name = {name: {"step": 3, "exp_avg": torch.randn(shape), "exp_avg_sq": torch.rand(shape)} for name, shape in params}
+    flat_state = optimizer_state.state_in_layout(by_name, flat, {"lr": 1.0})
+    assert flat_state["param_groups"] == [{"lr": 1.0, "params": [0]}] and flat_state["state"][0]["step"] == 3
+    torch.testing.assert_close(flat_state["state"][0]["exp_avg"], torch.cat([by_name["a"]["exp_avg"].flatten(), by_name["b"]["exp_avg"]]))
+    back = optimizer_state.state_by_name(flat_state, flat)
+    assert_same_moments(back, by_name)
+    assert optimizer_state.state_in_layout(back, per_parameter, {"lr": 1.0})["state"][1]["exp_avg"].shape == (4,)
