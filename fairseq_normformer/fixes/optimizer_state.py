@@ -35,7 +35,7 @@ _fairseq_save_checkpoint = Trainer.save_checkpoint
 
 LAYOUT_KEY = "optimizer_layout"
 PRECISION_WRAPPERS = ("FP16Optimizer", "MemoryEfficientFP16Optimizer")
-_resuming_trainer = ContextVar("resuming_trainer", default=None)
+_resuming = ContextVar("resuming", default=None)  # (trainer, its checkpoint config) in load_checkpoint
 
 
 # --- layouts ---------------------------------------------------------------------------------------
@@ -150,6 +150,8 @@ def state_by_name(optimizer_state: dict, layout: dict) -> dict:
     saved = optimizer_state["state"]
     if layout["state"] == "flat":
         numels = [shape.numel() for shape in shapes]
+        if any(torch.is_tensor(v) and v.dim() > 0 and v.numel() != sum(numels) for v in saved.get(0, {}).values()):
+            refuse(f"its flat state does not hold the {sum(numels)} values of the checkpoint's parameters", layout)
         by_name = {name: {} for name in names} if saved else {}
         for key, value in saved.get(0, {}).items():
             pieces = value.split(numels) if torch.is_tensor(value) and value.dim() > 0 else [value] * len(names)
@@ -229,27 +231,24 @@ def move_precision(state: dict, trainer) -> None:
                        f"{precision(trainer.cfg)} training scales no loss")  # fmt: skip
 
 
-def move_data_position(extra_state: dict, saved: dict, current: dict) -> None:
+def move_data_position(extra_state: dict, saved_world_size, world_size: int) -> None:
     """fairseq counts the batches each rank has read (``iterations_in_epoch``); rank r reads the
     epoch's batches r, r + N, ...: N ranks that each read k have read the first k * N. With M ranks
     each resumes after k * N / M (rounded down: with another global batch, up to M - 1 batches are
     read again)."""
     iterator = extra_state.get("train_iterator") or {}
-    if saved["world_size"] == current["world_size"] or not iterator.get("iterations_in_epoch"):
+    if not isinstance(saved_world_size, int) or saved_world_size == world_size or not iterator.get("iterations_in_epoch"):
         return
-    read = iterator["iterations_in_epoch"] * int(saved["world_size"])
-    iterator["iterations_in_epoch"] = read // current["world_size"]
-    logger.info(f"data position: {read} batches of epoch {iterator['epoch']} read by {saved['world_size']} "
-                f"processes, {iterator['iterations_in_epoch']} each for {current['world_size']}")  # fmt: skip
+    read = iterator["iterations_in_epoch"] * saved_world_size
+    iterator["iterations_in_epoch"] = read // world_size
+    logger.info(f"data position: {read} batches of epoch {iterator['epoch']} read by {saved_world_size} "
+                f"processes, {iterator['iterations_in_epoch']} each for {world_size}")  # fmt: skip
 
 
-def move_optimizer_state(state: dict, trainer) -> None:
-    current = current_layout(trainer)
-    saved = (state.get("extra_state") or {}).get(LAYOUT_KEY) or inferred_layout(state, current)
+def move_optimizer_state(state: dict, saved: dict, current: dict, trainer) -> None:
     if structure(saved) != structure(current):
         move_parameters(state, saved, current)
     move_precision(state, trainer)
-    move_data_position(state.get("extra_state") or {}, saved, current)
 
 
 # --- hooks -----------------------------------------------------------------------------------------
@@ -262,19 +261,24 @@ def save_checkpoint(self, filename, extra_state):
 
 def load_checkpoint(cfg, trainer, **passthrough_args):
     """fairseq-train's resume: the checkpoint that Trainer.load_checkpoint reads is converted for ``trainer``."""
-    resuming = None if cfg.reset_optimizer or cfg.finetune_from_model else trainer
-    token = _resuming_trainer.set(resuming)
+    token = _resuming.set(None if cfg.finetune_from_model else (trainer, cfg))
     try:
         return _fairseq_load_checkpoint(cfg, trainer, **passthrough_args)
     finally:
-        _resuming_trainer.reset(token)
+        _resuming.reset(token)
 
 
 def upgrade_state_dict(state):
     """fairseq's upgrade of a loaded checkpoint, then, while fairseq-train resumes, its optimizer state
-    moved to the resuming run's layout."""
+    and data position moved to the resuming run's layout (unless --reset-optimizer/--reset-dataloader)."""
     state = _fairseq_upgrade_state_dict(state)
-    trainer = _resuming_trainer.get()
-    if trainer is not None and isinstance(state.get("last_optimizer_state"), dict):
-        move_optimizer_state(state, trainer)
+    if _resuming.get() is None:
+        return state
+    trainer, checkpoint_cfg = _resuming.get()
+    current = current_layout(trainer)
+    recorded = (state.get("extra_state") or {}).get(LAYOUT_KEY)
+    if isinstance(state.get("last_optimizer_state"), dict) and not checkpoint_cfg.reset_optimizer:
+        move_optimizer_state(state, recorded or inferred_layout(state, current), current, trainer)
+    if not checkpoint_cfg.reset_dataloader:
+        move_data_position(state.get("extra_state") or {}, (recorded or saved_by(state))["world_size"], current["world_size"])
     return state
