@@ -19,7 +19,16 @@ from fairseq.trainer import Trainer
 from torch.distributed import distributed_c10d
 
 from .. import checks
-from . import batch_prefetch, batches, checkpoints, cpu_training, data_position, distributed, save_on_signal
+from . import (
+    batch_prefetch,
+    batches,
+    checkpoints,
+    cpu_training,
+    data_position,
+    distributed,
+    optimizer_state,
+    save_on_signal,
+)
 from .checkpoints import CHECKS_SWITCH
 from .warning_filters import silence_fairseq_hydra_warnings, silence_library_warnings
 
@@ -209,6 +218,7 @@ FIXES = {
         "fairseq-train spawned (call_main) that is killed ends the run with such a line too",
         on_gpu="the same for gloo's errors; NCCL's are left as they are",
         io_cost="on that error only: a read of the last checkpoint's pickled part (mmap)",
+    ),
     "save_on_signal": Fix(
         replacements=(
             (fairseq_train, "main", save_on_signal.TrainMain()),
@@ -220,6 +230,21 @@ FIXES = {
         "are recorded; at the next update boundary every rank agrees (all-reduce), saves checkpoint_last and "
         "exits 75; a process that spawned the ranks forwards the signals to them",
         io_cost="one all-reduce of two integers per update (none with one process)",
+    ),
+    "optimizer_state_by_name": Fix(
+        replacements=(
+            (Trainer, "save_checkpoint", optimizer_state.save_checkpoint),
+            (checkpoint_utils, "load_checkpoint", optimizer_state.load_checkpoint),
+            (checkpoint_utils, "_upgrade_state_dict", optimizer_state.upgrade_state_dict),
+        ),
+        bug="the optimizer state is loaded by position, in the order the saving configuration kept it: "
+        "FSDP's order into one process fails in Adam (size mismatch) or, where shapes coincide, puts moments "
+        "on the wrong parameters; DDP into FSDP: KeyError 'param_id_map'; fp32 into --fp16: 'Optimizer does "
+        "not match'",
+        on_cpu="checkpoints record the state's layout (parameter names in order); a resume in another "
+        "backend, world size or precision converts it by name; the fp16 loss scale into fp32/bf16 is dropped "
+        "with one line; a mismatch is refused with one line",
+        io_cost=f"a few bytes per checkpoint ({SWITCHABLE}: then the layout is inferred)",
     ),
     "hydra_warnings": Fix(
         replacements=(),
