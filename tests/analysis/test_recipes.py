@@ -1,6 +1,7 @@
 """The recipes' commands (DRY_RUN=1): every fairseq command parses with fairseq's own parsers, and
 paper-scale runs see the paper's tokens per update."""
 import os
+import shlex
 import subprocess
 import sys
 
