@@ -129,3 +129,16 @@ def test_sigkill_during_the_copy_to_checkpoint_last_leaves_a_whole_file(tmp_path
         content = dst.read_bytes()
         whole_source = len(content) == 32 << 20 and content.count(content[:1]) == len(content)
         assert whole_source, "a partial checkpoint_last.pt"
+
+
+def test_a_finished_run_run_again_trains_no_more(tiny_lm_corpus, tmp_path):
+    """The same command after the run reached --max-update (a requeued job, a restart after the last
+    save): fairseq trained update N + 1 and saved it over checkpoint_last; now nothing is trained."""
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 2)
+    first = train(args)
+    saved = (tmp_path / "checkpoint_last.pt").read_bytes()
+    again = train(args)
+    assert sorted(logged_updates(first.stdout)) == [1, 2]
+    assert "Loaded checkpoint" in again.stdout and logged_updates(again.stdout) == {}
+    assert "nothing to train: update 2 reached --max-update 2" in again.stdout
+    assert (tmp_path / "checkpoint_last.pt").read_bytes() == saved

@@ -176,6 +176,13 @@ FIXES = {
         "never (330 of 1816 trained twice, 330 never, in a tiny LM's epoch 2)",
         on_cpu="a new training iterator for epoch e > 1 of a task that reuses its iterator is cut as epoch 1's",
     ),
+    "finished_run_trains_no_more": Fix(
+        replacements=((fairseq_train, "train", batches.train),),
+        bug="fairseq's train loop checks --max-update only after an update: a finished run resumed (the same "
+        "command again, a requeued job, torchrun restarting after the last save) trains update N + 1 and "
+        "saves it over checkpoint_last",
+        on_cpu="a run whose checkpoint has reached --max-update trains nothing and ends as finished",
+    ),
     "data_position": Fix(
         replacements=(
             (iterators.EpochBatchIterator, "state_dict", data_position.state_dict),

@@ -10,16 +10,26 @@ Resuming in a later epoch cuts the batches as the uninterrupted run did. fairseq
 when it makes the iterator, ordering the examples with seed + epoch, and an uninterrupted run reuses
 epoch 1's iterator in every epoch (unless its dataset cannot be reused, ``--update-epoch-batch-itr``
 or the task's ``rebuild_batches``). A resume in epoch e > 1 made a new iterator cut with e: other
-batches than the ones the saved position counts."""
+batches than the ones the saved position counts.
+
+A finished run, resumed (a requeued job, torchrun restarting a group whose last update was saved),
+trains no more: fairseq's train loop checks --max-update only after an update, so the same command
+again trained update N + 1 and saved it over checkpoint_last."""
+import logging
+import math
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+import fairseq_cli.train as fairseq_train
 import numpy as np
 from fairseq.data import data_utils
 from fairseq.trainer import Trainer
 
+logger = logging.getLogger(__name__)
+
 _fairseq_batch_by_size = data_utils.batch_by_size
 _fairseq_get_train_iterator = Trainer.get_train_iterator
+_fairseq_train = fairseq_train.train
 _building_training_batches = ContextVar("building_training_batches", default=False)
 
 
@@ -67,3 +77,12 @@ def get_train_iterator(self, epoch, combine=True, load_dataset=True, data_select
     if new:
         iterator.epoch = epoch
     return iterator
+
+
+def train(cfg, trainer, task, epoch_itr):
+    """fairseq's epoch of training, none once --max-update is reached (valid losses, should stop)."""
+    max_update = cfg.optimization.max_update or math.inf
+    if trainer.get_num_updates() >= max_update:
+        logger.info(f"nothing to train: update {trainer.get_num_updates()} reached --max-update {max_update}")
+        return [None], True
+    return _fairseq_train(cfg, trainer, task, epoch_itr)

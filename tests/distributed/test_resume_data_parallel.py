@@ -170,7 +170,7 @@ def test_a_frozen_node_ends_the_run_after_the_heartbeat_timeout(tiny_lm_corpus, 
     fails after 20 s and node 0 exits non-zero."""
     args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1000, "--heartbeat-timeout", 20, *GLOO)
     launchers = start_two_nodes(args)
-    read_until_update(launchers[0], 1)
+    read_until_update(launchers[0], 2)  # update 1's checkpoint is written (update 2 follows its save's all-reduce)
     frozen = worker(launchers[1])
     frozen.send_signal(signal.SIGSTOP)
     try:
