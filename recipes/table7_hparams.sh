@@ -7,14 +7,15 @@
 # Paper scale: 125M, the LRs of `normformer-paper-settings --table 7` (the authors' commands: baseline
 # "GPT-3 replicated" and "stronger high-lr baseline"; NormFormer with and without --scale-resids).
 # LRS="..." overrides the LR grid for both models. Tiny: LRs 1e-3 3e-3 1e-2, 300 updates each. Small: LRs
-# 1e-3 3e-3 6e-3, 300 updates each: the sweep that chose the small scale's LRs (docs/results/small/).
+# 1e-3 3e-3 6e-3 1e-2 2e-2, 300 updates each: the sweep that chose the small scale's LRs, each model's best
+# inside the grid (docs/results/small/).
 # SEEDS=N trains every run N times (docs/recipes.md). Writes OUT_DIR/table7.md.
 source "$(dirname "$0")/_lm_common.sh"
 small_baseline_common 7
 if [ "$SCALE" = paper ]; then
   BASE_LRS="${LRS:-${PAPER_LRS[125M/baseline]}}" NF_LRS="${LRS:-${PAPER_LRS[125M/normformer]}}"
 elif [ "$SCALE" = small ]; then
-  BASE_LRS="${LRS:-1e-3 3e-3 6e-3}" NF_LRS="$BASE_LRS"
+  BASE_LRS="${LRS:-1e-3 3e-3 6e-3 1e-2 2e-2}" NF_LRS="$BASE_LRS"
 else
   BASE_LRS="${LRS:-1e-3 3e-3 1e-2}" NF_LRS="$BASE_LRS"
 fi
