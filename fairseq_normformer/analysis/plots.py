@@ -106,13 +106,13 @@ def plot_band(ax, x, mean, std, label):
 
 
 def plot_time_to_target(baselines: List[TrainingLog], candidates: List[TrainingLog], results: List[TimeToTarget],
-                        path, labels=("Baseline", "NormFormer")) -> Path:  # fmt: skip
+                        path, labels=("Baseline", "NormFormer"), metric: str = "ppl") -> Path:  # fmt: skip
     """Fig. 2: validation perplexity against updates and wall time, the mean over seeds with a band of
     ± one standard deviation; a star marks each seed's first validation at which the candidate
     reaches that seed's baseline's final perplexity."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
     for logs, label in zip((baselines, candidates), labels):
-        updates, walls, mean, std = seed_band(logs)
+        updates, walls, mean, std = seed_band(logs, metric)
         for ax, x in ((axes[0], updates), (axes[1], walls)):
             if x is not None:
                 plot_band(ax, x, mean, std, label)
@@ -126,7 +126,7 @@ def plot_time_to_target(baselines: List[TrainingLog], candidates: List[TrainingL
         ax.axhline(target, color="gray", linewidth=0.8, linestyle="--")
         ax.set(xlabel=xlabel, yscale="log")
         ax.legend()
-    axes[0].set_ylabel("validation perplexity")
+    axes[0].set_ylabel(f"validation {'perplexity' if metric == 'ppl' else metric}")
     if len(results) > 1:
         fig.suptitle(f"mean over {len(results)} seeds, band: ± one standard deviation")
     return _save(fig, path)
@@ -148,16 +148,29 @@ def plot_init_grads(runs: Dict[str, Dict[str, Dict[int, float]]], path, param: s
     return _save(fig, path)
 
 
-def plot_bleu_curves(runs: Dict[str, List[TrainingLog]], path) -> Path:
-    """Xiong et al.'s Fig. 2 layout: validation BLEU against updates, one line per run (the mean over its
-    seeds, with a band of ± one standard deviation)."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+def plot_valid_curves(runs: Dict[str, List[TrainingLog]], path, metric: str, ylabel: str, reference=None, ax=None):
+    """A validation metric against updates, one line per run (the mean over its seeds, with a band of ± one
+    standard deviation); reference (VALUE, LABEL): a dashed horizontal line (e.g. the unigram baseline).
+    Draws on ``ax`` if given, else saves a figure of its own to ``path``."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2)) if ax is None else (None, ax)
     for label, logs in runs.items():
-        updates, _, mean, std = seed_band(logs, "bleu")
+        updates, _, mean, std = seed_band(logs, metric)
         plot_band(ax, updates, mean, std, label)
+    if reference is not None:
+        ax.axhline(reference[0], color="gray", linewidth=0.8, linestyle="--", label=reference[1])
     seeds = max(len(logs) for logs in runs.values())
-    ax.set(xlabel="update", ylabel="validation BLEU (sacrebleu)")
+    ax.set(xlabel="update", ylabel=ylabel)
     if seeds > 1:
         ax.set_title(f"mean ± std over {seeds} seeds")
     ax.legend(fontsize=8)
+    return None if fig is None else _save(fig, path)
+
+
+def plot_mlm_curves(runs: Dict[str, List[TrainingLog]], path, unigram: dict) -> Path:
+    """Masked-LM validation accuracy and perplexity against updates, with the unigram baseline's."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    plot_valid_curves(runs, None, "mlm_accuracy", "validation MLM accuracy (%)",
+                      (unigram["accuracy"], "unigram baseline"), axes[0])  # fmt: skip
+    plot_valid_curves(runs, None, "mlm_ppl", "validation MLM perplexity", (unigram["perplexity"], "unigram baseline"), axes[1])
+    axes[1].set_yscale("log")
     return _save(fig, path)

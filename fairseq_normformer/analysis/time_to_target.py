@@ -33,11 +33,14 @@ class TimeToTarget:
         return {**asdict(self), "update_fraction": self.update_fraction, "wall_fraction": self.wall_fraction}
 
 
-def time_to_target(baseline: TrainingLog, candidate: TrainingLog) -> TimeToTarget:
+def time_to_target(baseline: TrainingLog, candidate: TrainingLog, metric: str = "ppl") -> TimeToTarget:
+    """metric: the validation perplexity to compare (a masked LM's is ``mlm_ppl``)."""
     final = baseline.final_valid()
-    target, baseline_updates = final["ppl"], final["num_updates"]
+    if metric not in final:
+        raise ValueError(f"the last validation of {baseline.path} has no {metric!r} (it has: {', '.join(sorted(final))})")
+    target, baseline_updates = final[metric], final["num_updates"]
     candidate.final_valid()  # a clear error when the other run has no validation either
-    hit = next((r for r in candidate.valid if r["ppl"] <= target), None)
+    hit = next((r for r in candidate.valid if r.get(metric, float("inf")) <= target), None)
     hit_update = None if hit is None else hit["num_updates"]
     return TimeToTarget(
         target_ppl=target,
@@ -45,7 +48,7 @@ def time_to_target(baseline: TrainingLog, candidate: TrainingLog) -> TimeToTarge
         baseline_wall=baseline.wall_at(baseline_updates),
         hit_update=hit_update,
         hit_wall=None if hit is None else candidate.wall_at(hit_update),
-        hit_ppl=None if hit is None else hit["ppl"],
+        hit_ppl=None if hit is None else hit[metric],
     )
 
 

@@ -10,6 +10,7 @@
     normformer-analyze ppl-table      --run Baseline=base.log --run NormFormer=nf.log --out table.md        # Tables 5-7
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
     normformer-analyze metric-table   --run A=a.log --run B=b.log --metric accuracy --out table.md         # any task
+    normformer-analyze mlm-curves     --run Pre-LN=a.log --run NormFormer=b.log --data DATA --out-dir DIR  # masked LMs
     normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
     normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
     normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
@@ -32,18 +33,20 @@ from fairseq_normformer.analysis.grad_curves import grad_ratios, layer_means, re
 from fairseq_normformer.runs.lr_stability import read_result, run_lr_stability  # noqa: E402
 from fairseq_normformer.instrumentation.init_grads import build_at_init, init_grad_norms  # noqa: E402
 from fairseq_normformer.analysis.plots import (  # noqa: E402
-    plot_bleu_curves,
     plot_gammas,
     plot_grad_norms,
     plot_init_grads,
+    plot_mlm_curves,
     plot_grad_ratios,
     plot_time_to_target,
+    plot_valid_curves,
 )
 from fairseq_normformer.analysis.report import (  # noqa: E402
     EVAL_HEADERS,
     LR_HEADERS,
     difference_column,
     eval_rows,
+    final_metric,
     interval_cell,
     layer_share_table,
     lr_rows,
@@ -57,6 +60,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import fraction_summary  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
 from fairseq_normformer.analysis.training_log import read_generate_bleu, read_training_log  # noqa: E402
+from fairseq_normformer.analysis.unigram import unigram_baseline  # noqa: E402
 
 
 TAKES_TRAIN_ARGS = ("lr-stability", "init-grads")
@@ -154,9 +158,9 @@ def time_to_target(args):
         raise ValueError(f"runs are paired by seed: {len(args.baseline)} --baseline and {len(args.candidate)} --candidate logs")
     baselines = [read_training_log(path) for path in args.baseline]
     candidates = [read_training_log(path) for path in args.candidate]
-    results = [compute_time_to_target(b, c) for b, c in zip(baselines, candidates)]
+    results = [compute_time_to_target(b, c, args.metric) for b, c in zip(baselines, candidates)]
     labels, out = tuple(args.labels.split(",")), Path(args.out_dir)
-    print(plot_time_to_target(baselines, candidates, results, out / "fig2_time_to_target.png", labels))
+    print(plot_time_to_target(baselines, candidates, results, out / "fig2_time_to_target.png", labels, args.metric))
     fractions = fraction_summary(results)
     record = {"seeds": [r.as_dict() for r in results], "update_fraction": fractions}
     _write(out / "fig2_time_to_target.json", json.dumps(record, indent=2) + "\n")
@@ -165,6 +169,21 @@ def time_to_target(args):
     rows = [[k, r.target_ppl, r.baseline_updates, r.hit_update, r.update_fraction, r.wall_fraction]
             for k, r in enumerate(results, 1)]  # fmt: skip
     print(_write(out / "fig2_time_to_target.md", f"{markdown_table(headers, rows)}\n{fraction_line(fractions, labels)}\n"))
+
+
+def mlm_curves(args):
+    runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
+    unigram, out = unigram_baseline(args.data), Path(args.out_dir)
+    print(plot_mlm_curves(runs, out / "mlm_curves.png", unigram))
+    rows = [[label, len(logs), per_seed_cell([log.final_valid()["num_updates"] for log in logs]),
+             mean_std_cell([final_metric(log, "mlm_accuracy") for log in logs]),
+             mean_std_cell([final_metric(log, "mlm_accuracy") / unigram["accuracy"] for log in logs]),
+             mean_std_cell([final_metric(log, "mlm_ppl") for log in logs])] for label, logs in runs.items()]  # fmt: skip
+    rows.append(["unigram baseline", "", "", unigram["accuracy"], 1.0, unigram["perplexity"]])
+    headers = ["Model", "Seeds", "Updates", "Valid MLM accuracy (%)", "× unigram accuracy", "Valid MLM ppl"]
+    note = (f"Unigram baseline: always predict {unigram['piece']!r}, the most frequent training piece, on the "
+            f"{unigram['tokens']:,} validation pieces; its perplexity is under the training frequencies (add-one).")
+    print(_write(out / "mlm_curves.md", f"{markdown_table(headers, rows)}\n\n{note}\n"))
 
 
 def lr_stability(args):
@@ -243,7 +262,7 @@ def bleu_table(args):
     runs = {label: [read_training_log(d / "train.log") for d in dirs] for label, dirs in run_dirs.items()}
     valid = {label: [validation_bleu(log) for log in logs] for label, logs in runs.items()}
     out = Path(args.out_dir)
-    print(plot_bleu_curves(runs, out / "bleu.png"))
+    print(plot_valid_curves(runs, out / "bleu.png", "bleu", "validation BLEU (sacrebleu)"))
     generated = {label: [read_generate_bleu(d / "generate_test.log") for d in dirs] for label, dirs in run_dirs.items()}
     test = {label: [g["bleu"] for g in gens] for label, gens in generated.items()}
     translated = {label: [g["sentences"] for g in gens] for label, gens in generated.items()}
@@ -298,8 +317,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidate", action="append", required=True,
                    help="fairseq-train log of the other run (NormFormer), paired with --baseline by position")  # fmt: skip
     p.add_argument("--labels", default="Baseline,NormFormer", help="BASELINE,CANDIDATE names in the figure and table")
+    p.add_argument("--metric", default="ppl", help="the validation perplexity compared (masked LMs: mlm_ppl)")
     p.add_argument("--out-dir", required=True, help="where fig2_time_to_target.png, .json and .md go")
     p.set_defaults(func=time_to_target)
+
+    p = commands.add_parser("mlm-curves", help="masked LM: validation accuracy and ppl against updates, and the unigram baseline")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=fairseq-train log of --criterion mlm_nsp (a label again: its next seed)")  # fmt: skip
+    p.add_argument("--data", required=True, help="the data-bin the runs trained on (the unigram baseline: train -> valid)")
+    p.add_argument("--out-dir", required=True, help="where mlm_curves.png and .md go")
+    p.set_defaults(func=mlm_curves)
 
     p = commands.add_parser(
         "lr-stability",

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The masked-LM study at the small scale (docs/results/small/mlm/): BERT pre-training (masked LM + next-sentence
+# prediction, --task mlm_nsp) of a Pre-LN baseline (preln_bert_base) and NormFormer (normformer_bert_base) at
+# 4 layers x 256, 4 heads, FFN 1024, on the Python manual in BERT's format (normformer-build-corpus
+# --python-docs --format bert, needs python3.11-doc), 32 pairs of 128 tokens an update, RoBERTa's Adam.
+#
+#   recipes/mlm_small.sh small [OUT_DIR]           (default OUT_DIR: work/recipes/mlm_small-small)
+#
+# 1. LR sweep: both models at every LR of LRS (default "1e-3 2e-3 4e-3 8e-3"), one seed: OUT/lr_sweep.md.
+# 2. Seeds: each model at its own LR (BASE_LR, NF_LR; default: the sweep's best, docs/results/small/mlm/)
+#    SEEDS times (the sweep's run is seed 1): OUT/seeds.md (mean ± std, NormFormer's difference as a 95%
+#    interval paired by seed), OUT/mlm_curves.{md,png} (validation MLM accuracy and perplexity against
+#    updates, next to the unigram baseline's) and OUT/time_to_target/ (the fraction of the baseline's updates
+#    NormFormer needs to reach the baseline's final MLM perplexity, normformer-analyze time-to-target).
+# UPDATES (default 1500) sets every run's length (10% warmup, then linear decay, validation every UPDATES/10);
+# PRECISION=bf16 trains with --bf16 (default fp32). Two single-threaded runs at a time (JOBS). Runs follow
+# recipes/_run_dir.sh: finished runs are reused, OUT/commands.sh records every command, DRY_RUN=1 prints them.
+SCALES=small
+source "$(dirname "$0")/_lm_common.sh"
+LRS="${LRS:-1e-3 2e-3 4e-3 8e-3}"
+BASE_LR="${BASE_LR:-2e-3}" NF_LR="${NF_LR:-4e-3}"
+UPDATES="${UPDATES:-1500}"
+PRECISION="${PRECISION:-fp32}"
+case "$PRECISION" in
+  fp32) PRECISION_FLAGS=() ;;
+  bf16) PRECISION_FLAGS=(--bf16) ;;
+  *) echo "PRECISION must be fp32 or bf16, got '$PRECISION'" >&2; exit 2 ;;
+esac
+
+CORPUS="$REPO/work/recipes/corpus-pydocs-bert-v2000"
+[ "$DRY_RUN" = 1 ] || run "$BIN/normformer-build-corpus" --out "$CORPUS" --format bert --python-docs --vocab-size 2000 >&2
+COMMON=("$CORPUS/data-bin" --task mlm_nsp --criterion mlm_nsp --tokens-per-sample 128 --batch-size 32
+  --encoder-layers 4 --encoder-embed-dim 256 --encoder-ffn-embed-dim 1024 --encoder-attention-heads 4
+  --dropout 0.1 --attention-dropout 0.1 --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-06
+  --weight-decay 0.01 --clip-norm 1.0 --lr-scheduler polynomial_decay --warmup-updates $((UPDATES / 10))
+  --total-num-update "$UPDATES" --max-update "$UPDATES" --validate-interval-updates $((UPDATES / 10))
+  --validate-interval 1000 --save-interval-updates 100000 --no-epoch-checkpoints --required-batch-size-multiple 1
+  --cpu --num-workers 0 --log-format simple --log-interval 50 "${PRECISION_FLAGS[@]}")
+declare -A ARCH=([preln]=preln_bert_base [normformer]=normformer_bert_base)
+declare -A NAME=([preln]="Pre-LN" [normformer]=NormFormer)
+METRICS=(--metric mlm_ppl --metric mlm_accuracy --metric nsp_accuracy)
+
+# 1. the LR sweep, one seed
+TABLE_RUNS=()
+for model in preln normformer; do
+  for lr in $LRS; do
+    train "$OUT/$model-lr$lr" "${COMMON[@]}" --arch "${ARCH[$model]}" --lr "$lr" --seed 1
+    TABLE_RUNS+=(--run "${NAME[$model]}, lr $lr=$OUT/$model-lr$lr/train.log")
+  done
+done
+wait_runs
+analyze metric-table "${TABLE_RUNS[@]}" "${METRICS[@]}" --out "$OUT/lr_sweep.md" \
+  --title "Masked LM (MLM + NSP), small scale, $PRECISION: the last validation after $UPDATES updates, by LR (seed 1)"
+
+# 2. each model at its own LR, SEEDS seeds
+declare -A LR=([preln]="$BASE_LR" [normformer]="$NF_LR")
+TABLE_RUNS=()
+for model in preln normformer; do
+  for seed in $(seq "$SEEDS"); do
+    if [ "$seed" = 1 ] && [[ " $LRS " == *" ${LR[$model]} "* ]]; then continue; fi  # the sweep's run
+    train "$(seed_dir "$OUT/$model-lr${LR[$model]}" "$seed")" "${COMMON[@]}" --arch "${ARCH[$model]}" --lr "${LR[$model]}" --seed "$seed"
+  done
+  seed_runs "${NAME[$model]}, lr ${LR[$model]}" "$OUT/$model-lr${LR[$model]}" train.log
+done
+wait_runs
+analyze metric-table "${TABLE_RUNS[@]}" "${METRICS[@]}" --out "$OUT/seeds.md" \
+  --title "Masked LM (MLM + NSP), small scale, $PRECISION: each model at its best LR, $SEEDS seeds, $UPDATES updates"
+analyze mlm-curves "${TABLE_RUNS[@]}" --data "$CORPUS/data-bin" --out-dir "$OUT"
+PAIRS=()
+for seed in $(seq "$SEEDS"); do
+  PAIRS+=(--baseline "$(seed_dir "$OUT/preln-lr$BASE_LR" "$seed")/train.log"
+    --candidate "$(seed_dir "$OUT/normformer-lr$NF_LR" "$seed")/train.log")
+done
+analyze time-to-target "${PAIRS[@]}" --metric mlm_ppl --labels Pre-LN,NormFormer --out-dir "$OUT/time_to_target"
+show_table "$OUT/lr_sweep.md"
+show_table "$OUT/seeds.md"
+show_table "$OUT/mlm_curves.md"
