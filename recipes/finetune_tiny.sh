@@ -84,7 +84,7 @@ if [ -z "${PRETRAINED:-}" ]; then
 else
   if [ -z "${CORPUS:-}" ]; then bad_input "PRETRAINED needs CORPUS=DIR, the corpus its checkpoints were pre-trained on"; fi
   for file in spm.model data-bin/dict.txt; do [ -f "$CORPUS/$file" ] || bad_input "CORPUS=$CORPUS has no $file"; done
-  read -ra ENTRIES <<<"$PRETRAINED"
+  read -ra ENTRIES <<<"${PRETRAINED//$'\n'/ }"  # entries on several lines too
   ((${#ENTRIES[@]})) || bad_input "PRETRAINED has no LABEL=ARCH:CHECKPOINT entry"
   for entry in "${ENTRIES[@]}"; do add_pretrained "$entry"; done
   for arch in "${SCRATCH_ARCHS[@]}"; do add_init "$arch, from scratch" "$arch" "" "scratch-$arch"; done

@@ -90,7 +90,8 @@ def pretrained_elsewhere(tmp_path, seeds: int) -> dict:
             (checkpoints / "checkpoint_last.pt").touch()
     pretrained = [f"{label}={arch}:{tmp_path}/mlm/{run}/{{seed}}/checkpoints/checkpoint_last.pt"
                   for label, (_, arch, run) in list(ROWS.items())[:2]]  # fmt: skip
-    return {"CORPUS": str(corpus), "PRETRAINED": " ".join(pretrained), "SIZE_FLAGS": " ".join(SMALL), "SEEDS": str(seeds)}
+    return {"CORPUS": str(corpus), "PRETRAINED": "\n  ".join(pretrained),  # entries on two lines, as in the docs
+            "SIZE_FLAGS": " ".join(SMALL), "SEEDS": str(seeds)}
 
 
 def test_tiny_recipe_fine_tunes_checkpoints_pretrained_elsewhere(tmp_path):
