@@ -97,8 +97,7 @@ cpu_train() {  # cpu_train MAX_UPDATE: into the array TRAIN
 
 # --- training runs -------------------------------------------------------------------------------
 # train RUN_DIR FAIRSEQ_TRAIN_ARGS...: fairseq-train into RUN_DIR (train.log, checkpoints/), in the
-# background when JOBS > 1; a finished run is reused.
-PIDS=()
+# background when JOBS > 1 (wait_runs waits for them); a finished run is reused.
 small_baseline_common() {  # small_baseline_common TABLE: into COMMON, data + training flags + the 125M Pre-LN baseline
   local data_bin
   data_bin="$(data_dir)"
@@ -130,13 +129,6 @@ train_seeds() {
   local dir="$1" seed
   shift
   for seed in $(seq "$SEEDS"); do train "$(seed_dir "$dir" "$seed")" "$@" --seed "$seed"; done
-}
-
-wait_runs() {  # wait for the background runs; fail if one failed
-  local pid status=0
-  for pid in "${PIDS[@]}"; do wait "$pid" || status=1; done
-  PIDS=()
-  return $status
 }
 
 analyze() { run "$BIN/normformer-analyze" "$@"; }

@@ -63,6 +63,15 @@ run() {
   if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "${ONE_SEED[@]}"; fi
 }
 
+# PIDS: the runs a recipe started in the background; wait_runs waits for them all, and fails if one failed
+PIDS=()
+wait_runs() {
+  local pid status=0
+  for pid in "${PIDS[@]}"; do wait "$pid" || status=1; done
+  PIDS=()
+  return $status
+}
+
 is_done() { [ -e "$1/$DONE_MARKER" ]; }
 mark_done() { touch "$1/$DONE_MARKER"; }
 

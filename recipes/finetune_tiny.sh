@@ -137,13 +137,6 @@ finetune() {  # TASK INIT SEED: fine-tune run INIT (an index of LABELS)
     --no-epoch-checkpoints --validate-interval-updates $((updates / 3)) --seed "$3"
 }
 
-PIDS=()
-wait_runs() {  # wait for the background runs; fail if one failed
-  local pid status=0
-  for pid in "${PIDS[@]}"; do wait "$pid" || status=1; done
-  PIDS=()
-  return $status
-}
 for TASK in $TASKS; do
   for SEED in $(seq "$SEEDS"); do
     for INIT in "${!LABELS[@]}"; do
