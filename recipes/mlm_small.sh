@@ -6,20 +6,21 @@
 #
 #   recipes/mlm_small.sh small [OUT_DIR]           (default OUT_DIR: work/recipes/mlm_small-small)
 #
-# 1. LR sweep: both models at every LR of LRS (default "1e-3 2e-3 4e-3 8e-3"), one seed: OUT/lr_sweep.md.
+# 1. LR sweep, one seed: Pre-LN at every LR of PRELN_LRS, NormFormer at every LR of NF_LRS (LRS sets both;
+#    defaults: the grids of docs/results/small/mlm/, each model's best inside its grid): OUT/lr_sweep.md.
 # 2. Seeds: each model at its own LR (BASE_LR, NF_LR; default: the sweep's best, docs/results/small/mlm/)
 #    SEEDS times (the sweep's run is seed 1): OUT/seeds.md (mean ± std, NormFormer's difference as a 95%
 #    interval paired by seed), OUT/mlm_curves.{md,png} (validation MLM accuracy and perplexity against
 #    updates, next to the unigram baseline's) and OUT/time_to_target/ (the fraction of the baseline's updates
 #    NormFormer needs to reach the baseline's final MLM perplexity, normformer-analyze time-to-target).
-# UPDATES (default 1500) sets every run's length (10% warmup, then linear decay, validation every UPDATES/10);
+# UPDATES (default 1000) sets every run's length (10% warmup, then linear decay, validation every UPDATES/10);
 # PRECISION=bf16 trains with --bf16 (default fp32). Two single-threaded runs at a time (JOBS). Runs follow
 # recipes/_run_dir.sh: finished runs are reused, OUT/commands.sh records every command, DRY_RUN=1 prints them.
 SCALES=small
 source "$(dirname "$0")/_lm_common.sh"
-LRS="${LRS:-1e-3 2e-3 4e-3 8e-3}"
-BASE_LR="${BASE_LR:-2e-3}" NF_LR="${NF_LR:-4e-3}"
-UPDATES="${UPDATES:-1500}"
+PRELN_LRS="${LRS:-${PRELN_LRS:-1.25e-4 2.5e-4 5e-4}}" NF_LRS="${LRS:-${NF_LRS:-1.25e-4 2.5e-4 5e-4 1e-3 2e-3}}"
+BASE_LR="${BASE_LR:-2.5e-4}" NF_LR="${NF_LR:-5e-4}"
+UPDATES="${UPDATES:-1000}"
 PRECISION="${PRECISION:-fp32}"
 case "$PRECISION" in
   fp32) PRECISION_FLAGS=() ;;
@@ -38,12 +39,13 @@ COMMON=("$CORPUS/data-bin" --task mlm_nsp --criterion mlm_nsp --tokens-per-sampl
   --cpu --num-workers 0 --log-format simple --log-interval 50 "${PRECISION_FLAGS[@]}")
 declare -A ARCH=([preln]=preln_bert_base [normformer]=normformer_bert_base)
 declare -A NAME=([preln]="Pre-LN" [normformer]=NormFormer)
+declare -A GRID=([preln]="$PRELN_LRS" [normformer]="$NF_LRS")
 METRICS=(--metric mlm_ppl --metric mlm_accuracy --metric nsp_accuracy)
 
 # 1. the LR sweep, one seed
 TABLE_RUNS=()
 for model in preln normformer; do
-  for lr in $LRS; do
+  for lr in ${GRID[$model]}; do
     train "$OUT/$model-lr$lr" "${COMMON[@]}" --arch "${ARCH[$model]}" --lr "$lr" --seed 1
     TABLE_RUNS+=(--run "${NAME[$model]}, lr $lr=$OUT/$model-lr$lr/train.log")
   done
@@ -57,7 +59,7 @@ declare -A LR=([preln]="$BASE_LR" [normformer]="$NF_LR")
 TABLE_RUNS=()
 for model in preln normformer; do
   for seed in $(seq "$SEEDS"); do
-    if [ "$seed" = 1 ] && [[ " $LRS " == *" ${LR[$model]} "* ]]; then continue; fi  # the sweep's run
+    if [ "$seed" = 1 ] && [[ " ${GRID[$model]} " == *" ${LR[$model]} "* ]]; then continue; fi  # the sweep's run
     train "$(seed_dir "$OUT/$model-lr${LR[$model]}" "$seed")" "${COMMON[@]}" --arch "${ARCH[$model]}" --lr "${LR[$model]}" --seed "$seed"
   done
   seed_runs "${NAME[$model]}, lr ${LR[$model]}" "$OUT/$model-lr${LR[$model]}" train.log
