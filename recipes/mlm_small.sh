@@ -18,7 +18,7 @@
 # recipes/_run_dir.sh: finished runs are reused, OUT/commands.sh records every command, DRY_RUN=1 prints them.
 SCALES=small
 source "$(dirname "$0")/_lm_common.sh"
-PRELN_LRS="${LRS:-${PRELN_LRS:-1.25e-4 2.5e-4 5e-4}}" NF_LRS="${LRS:-${NF_LRS:-1.25e-4 2.5e-4 5e-4 1e-3 2e-3}}"
+PRELN_LRS="${LRS:-${PRELN_LRS:-1.25e-4 2.5e-4 5e-4}}" NF_LRS="${LRS:-${NF_LRS:-1.25e-4 2.5e-4 5e-4 1e-3}}"
 BASE_LR="${BASE_LR:-2.5e-4}" NF_LR="${NF_LR:-5e-4}"
 UPDATES="${UPDATES:-1000}"
 PRECISION="${PRECISION:-fp32}"
