@@ -13,7 +13,7 @@ from .formulas import (
     matmul_weights,
     model_flops_per_step,
 )
-from .variants import VARIANTS
+from .variants import BY_NAME, VARIANTS
 
 TARGETS = Path(__file__).resolve().parent / "targets.json"
 MiB = 2**20
@@ -38,18 +38,21 @@ class Summary:
         self.seconds = {name: median_by_clock(v["seconds_per_step"]) for name, v in self.variants.items()}
         self.tokens = results["shapes"]["tokens"]
         self.flops = model_flops_per_step(results["shapes"])
+        self.peaks = {peak["dtype"]: peak for peak in results["matmul_peaks"]}
 
     def tokens_per_second(self, name: str, clock: str = None) -> float:
         return self.tokens / self.seconds[name][clock or self.clock]
 
-    def matmul_flops_per_second(self, clock: str = None) -> float:
-        """The best of the repeats (the least disturbed), 2·n³ FLOPs each."""
-        peak = self.results["matmul_peak"]
+    def matmul_flops_per_second(self, dtype: str, clock: str = None) -> float:
+        """The best of the repeats of the ``dtype`` matmul (the least disturbed), 2·n³ FLOPs each."""
+        peak = self.peaks[dtype]
         return 2 * peak["size"] ** 3 / min(run[clock or self.clock] for run in peak["seconds"])
 
     def peak_fraction(self, name: str, clock: str = None) -> float:
-        """The share of the matmul peak a training step reaches: model FLOPs per second / peak."""
-        return self.flops / self.seconds[name][clock or self.clock] / self.matmul_flops_per_second(clock)
+        """The share of the matmul peak of the variant's dtype a training step reaches: model FLOPs per
+        second / peak."""
+        peak = self.matmul_flops_per_second(self.variants[name]["dtype"], clock)
+        return self.flops / self.seconds[name][clock or self.clock] / peak
 
     def quantity(self, name: str, quantity: str) -> float:
         if quantity == "tokens_per_second":
@@ -98,7 +101,7 @@ def targets_table(targets: list, summary: Summary) -> list:
 # ------------------------------------------------------------------ tables
 def models_table(s: Summary) -> list:
     speed = " | ".join(f"fwd+bwd tokens/s ({c} clock)" for c in s.clocks)
-    fraction = " | ".join(f"share of matmul peak ({c} clock)" for c in s.clocks)
+    fraction = " | ".join(f"share of its dtype's matmul peak ({c} clock)" for c in s.clocks)
     lines = [f"| variant | model | params (M) | {speed} | {fraction} | peak memory during the step (MiB) |"]
     lines.append("|---|---|---:|" + "---:|" * (2 * len(s.clocks) + 1))
     for v in VARIANTS:
@@ -114,17 +117,39 @@ def models_table(s: Summary) -> list:
 
 
 def flops_lines(s: Summary) -> list:
-    sh, peak = s.results["shapes"], s.results["matmul_peak"]
-    n = peak["size"]
-    best = ", ".join(f"{s.matmul_flops_per_second(c) / 1e9:,.0f} GFLOP/s ({c} clock)" for c in s.clocks)
+    sh = s.results["shapes"]
+    peaks = [f"- Matrix-multiply peak of this machine, {dtype}: one {p['size']}×{p['size']}×{p['size']} `a @ b` "
+             f"(2·{p['size']}³ FLOPs), best of {len(p['seconds'])}: "
+             + ", ".join(f"{s.matmul_flops_per_second(dtype, c) / 1e9:,.0f} GFLOP/s ({c} clock)" for c in s.clocks)
+             + ", at the torch thread count above." for dtype, p in s.peaks.items()]  # fmt: skip
     return [
-        f"- Matrix-multiply peak of this machine: one {n}×{n}×{n} {peak['dtype']} `a @ b` (2·{n}³ FLOPs), "
-        f"best of {len(peak['seconds'])}: {best}, at the torch thread count above.",
+        *peaks,
         f"- Model FLOPs per step = 6·N·tokens + 12·L·d·T·tokens = {s.flops / 1e9:,.1f} GFLOP, with N = "
         f"L·(4d² + 2d·f) + d·V = {matmul_weights(sh) / 1e6:.1f}M matmul weights (L {sh['layers']}, d {sh['embed']}, "
         f"f {sh['ffn']}, V {sh['vocab']}, T {sh['seq_len']}, {sh['tokens']} tokens); the share of matmul peak "
-        "is (model FLOPs / seconds per step) / peak, both by the same clock.",
+        "is (model FLOPs / seconds per step) / the peak of the variant's dtype, both by the same clock.",
     ]
+
+
+def bf16_lines(s: Summary) -> list:
+    """Each --bf16 variant against its fp32 variant, timed in the same rounds: the median and range of
+    the per-round time ratios, and each one's share of its own dtype's matmul peak."""
+    lines = []
+    for v in VARIANTS:
+        if v.name not in s.variants or v.fp32_variant not in s.variants:
+            continue
+        mine, fp32 = (s.variants[name]["seconds_per_step"] for name in (v.name, v.fp32_variant))
+        ratios = sorted(a[s.clock] / b[s.clock] for a, b in zip(mine, fp32))
+        ratio = statistics.median(ratios)
+        lines.append(
+            f"- `{v.name}`: {s.seconds[v.name][s.clock]:.2f} s a step ({s.clock} clock) against "
+            f"`{v.fp32_variant}`'s {s.seconds[v.fp32_variant][s.clock]:.2f} s: {ratio:.3f}× its time (median of "
+            f"{len(ratios)} per-round ratios, range {ratios[0]:.3f}–{ratios[-1]:.3f}), {1 / ratio:.2f}× its speed; "
+            f"{100 * s.peak_fraction(v.name):.0f}% of the {s.variants[v.name]['dtype']} matmul peak "
+            f"(`{v.fp32_variant}`: {100 * s.peak_fraction(v.fp32_variant):.0f}% of the "
+            f"{s.variants[v.fp32_variant]['dtype']} peak)."
+        )
+    return lines
 
 
 
@@ -192,13 +217,15 @@ def run_lines(results: dict, source: str) -> list:
     versions = ", ".join(f"{k} {v}" for k, v in results["versions"].items())
     load = ", ".join(f"{x:.1f}" for x in results["load_average"])
     models = " ".join(setup["shape_flags"]) or setup["archs"]["ours"]
+    dtypes = {v["dtype"] for v in results["variants"].values()} - {setup["dtype"]}
+    other = "".join(f", the `--bf16` variants {d}" for d in dtypes)
     return [
         f"- Measured by `{results['command']}` on {results['date']}; rendered from `{source}`"
         + (f". {results['note']}" if results.get("note") else ""),
         f"- Machine: {results['machine']}; load average (1, 5, 15 min) at the end of the run: {load}",
         f"- Versions: {versions}",
         f"- Models: `{models}`; batch {setup['batch']} × sequence {setup['seq_len']} = "
-        f"{setup['batch'] * setup['seq_len']} tokens a step, {setup['dtype']}",
+        f"{setup['batch'] * setup['seq_len']} tokens a step, {setup['dtype']}{other}",
         f"- Timing: median of {rounds} interleaved rounds of {setup['steps_per_timing']} step(s) each",
     ]
 
@@ -206,7 +233,7 @@ def run_lines(results: dict, source: str) -> list:
 def results_section(results: dict, targets: list, source: str) -> str:
     s = Summary(results)
     lines = [f"### {results['device'].upper()}", "", *run_lines(results, source), "", *models_table(s), "",
-             *flops_lines(s), "", *targets_table(targets, s)]  # fmt: skip
+             *flops_lines(s), *bf16_lines(s), "", *targets_table(targets, s)]  # fmt: skip
     if results.get("profiles"):
         for base, other in (("preln", "normformer"), ("fairseq_scale_flags", "normformer")):
             lines += ["", f"Self time per step of the ops that differ most between `{base}` and `{other}` "
