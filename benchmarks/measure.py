@@ -20,7 +20,7 @@ from fairseq_normformer.criterions.mlm_nsp import MlmNspCriterion, MlmNspCriteri
 from .formulas import model_shapes
 from .variants import LAMBERT_ARCHS, Setup, build_model, build_pair_model, variants_for
 
-PROFILED = ("fairseq_scale_flags", "preln", "normformer")  # the pairs report.py compares op by op
+PROFILED = ("fairseq_scale_flags", "preln", "normformer", "normformer_bf16")  # report.py compares pairs op by op
 KERNEL_WIDTHS = (768, 1024, 3072, 4096)
 
 
@@ -113,8 +113,9 @@ def time_interleaved(steps: dict, steps_per_timing: int, rounds: int) -> dict:
 
 
 def profile_interleaved(steps: dict, rounds: int = 3) -> dict:
-    """{name: {op: self ms}} of PROFILED, the least over interleaved rounds (the least disturbed)."""
-    profiles = {name: {} for name in PROFILED}
+    """{name: {op: self ms}} of PROFILED (those measured), the least over interleaved rounds (the least
+    disturbed)."""
+    profiles = {name: {} for name in PROFILED if name in steps}
     for _, order in rotations(list(profiles), rounds):
         for name in order:
             for op, ms in steps[name].self_time_by_op().items():

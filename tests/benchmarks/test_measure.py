@@ -22,12 +22,13 @@ def test_measure_writes_what_the_renderer_reads(dict_dir, monkeypatch, build_tin
         assert measured["peak_bytes"] > 0
     assert [(p["dtype"], p["size"], len(p["seconds"])) for p in results["matmul_peaks"]] == [
         ("float32", 64, 2), ("bfloat16", 64, 2)]
-    assert set(results["profiles"]) == {"fairseq_scale_flags", "preln", "normformer"}
+    assert set(results["profiles"]) == {"fairseq_scale_flags", "preln", "normformer", "normformer_bf16"}
     assert results["shapes"]["tokens"] == TINY.batch * TINY.seq_len
     results.update(device="cpu", date="d", command="c", machine="m", load_average=[1.0, 1.0, 1.0],
                    versions={}, setup={"archs": TINY.archs, "shape_flags": [], "seq_len": 16, "batch": 2,
                                        "dtype": "float32", "steps_per_timing": 1})  # fmt: skip
     section = results_section(results, [], "cpu.json")
     assert "ops that differ most between `preln` and `normformer`" in section
+    assert "ops that differ most between `normformer` and `normformer_bf16`" in section
     assert "Activations `normformer` keeps for backward beyond `preln`" in section
     assert "- `normformer_bf16`: " in section and "of the bfloat16 matmul peak" in section
