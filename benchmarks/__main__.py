@@ -104,7 +104,7 @@ def main(argv=None):
     lam.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="where the corpus is built")
     lam.add_argument("--note", default="", help="a sentence about the run, kept in the JSON")
     gen = commands.add_parser("hf-generate", help="greedy generate() of the HF exports against GPT-2, one thread")
-    gen.add_argument("--rounds", type=int, default=101,
+    gen.add_argument("--rounds", type=int, default=201,
                      help="rounds, each model once a round (the median of the per-round ratios and its 95%% interval)")
     gen.add_argument("--prompt-len", type=int, default=16, help="prompt tokens")
     gen.add_argument("--new-tokens", type=int, default=64, help="greedy new tokens a generate() call")

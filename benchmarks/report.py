@@ -14,7 +14,7 @@ from .formulas import (
     matmul_weights,
     model_flops_per_step,
 )
-from .variants import BY_NAME, VARIANTS
+from .variants import VARIANTS
 
 TARGETS = Path(__file__).resolve().parent / "targets.json"
 MiB = 2**20
