@@ -36,7 +36,8 @@ def measure_command(args, argv: list):
     _write(path, results)  # kept should fairseq-eval-lm fail
     if args.eval_lm_rounds:
         results["eval_lm"] = eval_lm_throughput(
-            variants_for("cpu"), setup, corpus.data_bin, args.workdir, args.device, args.eval_lm_rounds
+            [v for v in variants_for("cpu") if not v.fp32_variant], setup, corpus.data_bin, args.workdir, args.device,
+            args.eval_lm_rounds,  # fp32: the --bf16 variants are timed in the training step only
         )
         _write(path, results)
 
@@ -103,7 +104,8 @@ def main(argv=None):
     lam.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="where the corpus is built")
     lam.add_argument("--note", default="", help="a sentence about the run, kept in the JSON")
     gen = commands.add_parser("hf-generate", help="greedy generate() of the HF exports against GPT-2, one thread")
-    gen.add_argument("--rounds", type=int, default=15, help="interleaved rounds (median of the per-round ratios)")
+    gen.add_argument("--rounds", type=int, default=201,
+                     help="rounds, each model once a round (the median of the per-round ratios and its 95%% interval)")
     gen.add_argument("--prompt-len", type=int, default=16, help="prompt tokens")
     gen.add_argument("--new-tokens", type=int, default=64, help="greedy new tokens a generate() call")
     gen.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")

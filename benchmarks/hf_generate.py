@@ -1,6 +1,7 @@
 """Greedy generate() of the exported HuggingFace models (fairseq_normformer/hf/) against transformers' own
 GPT-2 of the same shape (issue 22): batch 1, one thread, the models' calls interleaved in one process,
 so that a machine's load falls on all of them alike. Random weights: the time does not depend on them."""
+import gc
 import time
 
 import torch
@@ -39,7 +40,8 @@ def generate_greedy(model, prompt: torch.Tensor, new_tokens: int) -> torch.Tenso
 @torch.no_grad()
 def measure_generate(rounds: int, prompt_len: int, new_tokens: int, shape: dict = SHAPE) -> dict:
     """Per model: the seconds of each round by clock (wall, and this process's CPU time), the models
-    taking turns within each round, each round started by the next model."""
+    back to back within each round, each round started by the next model; the garbage collector off
+    while a call is timed (as timeit does), so that no model pays for another's garbage."""
     built = models(shape)
     prompt = torch.randint(4, shape["vocab"], (1, prompt_len), generator=torch.Generator().manual_seed(0))
     for _, model in built.values():  # warm-up
@@ -47,9 +49,12 @@ def measure_generate(rounds: int, prompt_len: int, new_tokens: int, shape: dict 
     seconds, names = {name: [] for name in built}, list(built)
     for r in range(rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:  # each model first in turn
+            gc.collect()
+            gc.disable()
             wall, cpu = time.perf_counter(), time.process_time()
             generate_greedy(built[name][1], prompt, new_tokens)
             seconds[name].append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu})
+            gc.enable()
     return {
         "shape": shape,
         "prompt_len": prompt_len,

@@ -20,7 +20,7 @@ from fairseq_normformer.criterions.mlm_nsp import MlmNspCriterion, MlmNspCriteri
 from .formulas import model_shapes
 from .variants import LAMBERT_ARCHS, Setup, build_model, build_pair_model, variants_for
 
-PROFILED = ("fairseq_scale_flags", "preln", "normformer")  # the pairs report.py compares op by op
+PROFILED = ("fairseq_scale_flags", "preln", "normformer", "normformer_bf16")  # report.py compares pairs op by op
 KERNEL_WIDTHS = (768, 1024, 3072, 4096)
 
 
@@ -42,20 +42,23 @@ def clocked(fn, repeats: int, device: str) -> dict:
 
 
 class Step:
-    """Forward + cross-entropy + backward of one model on one fixed random batch."""
+    """Forward + cross-entropy (fp32 logits, as fairseq's criteria take them) + backward of one model on
+    one fixed random batch, the model in ``dtype`` (default: the setup's)."""
 
-    def __init__(self, model, setup: Setup, device: str):
+    def __init__(self, model, setup: Setup, device: str, dtype: torch.dtype = None):
         dictionary = model.decoder.dictionary
-        self.model = model.to(device=device, dtype=setup.dtype).train()
+        self.model = model.to(device=device, dtype=dtype or setup.dtype).train()
         g = torch.Generator().manual_seed(0)
         tokens = torch.randint(dictionary.nspecial, len(dictionary), (setup.batch, setup.seq_len + 1), generator=g)
         self.inputs, self.targets = tokens[:, :-1].to(device), tokens[:, 1:].to(device)
         self.device = device
 
-    def __call__(self):
+    def __call__(self) -> torch.Tensor:
         self.model.zero_grad(set_to_none=False)
         logits = self.model(self.inputs)[0]  # (B, T, V)
-        F.cross_entropy(logits.float().flatten(0, 1), self.targets.flatten()).backward()
+        loss = F.cross_entropy(logits.float().flatten(0, 1), self.targets.flatten())
+        loss.backward()
+        return loss.detach()
 
     def peak_bytes(self) -> int:
         """Peak of tensor memory allocated during one step, above what was live before it."""
@@ -110,8 +113,9 @@ def time_interleaved(steps: dict, steps_per_timing: int, rounds: int) -> dict:
 
 
 def profile_interleaved(steps: dict, rounds: int = 3) -> dict:
-    """{name: {op: self ms}} of PROFILED, the least over interleaved rounds (the least disturbed)."""
-    profiles = {name: {} for name in PROFILED}
+    """{name: {op: self ms}} of PROFILED (those measured), the least over interleaved rounds (the least
+    disturbed)."""
+    profiles = {name: {} for name in PROFILED if name in steps}
     for _, order in rotations(list(profiles), rounds):
         for name in order:
             for op, ms in steps[name].self_time_by_op().items():
@@ -124,7 +128,11 @@ def matmul_peak(size: int, repeats: int, device: str, dtype: torch.dtype) -> dic
     a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
     clocked(lambda: a @ b, 1, device)  # warm-up
     runs = [clocked(lambda: a @ b, 1, device) for _ in range(repeats)]
-    return {"size": size, "dtype": str(dtype).removeprefix("torch."), "seconds": runs}
+    return {"size": size, "dtype": _name(dtype), "seconds": runs}
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def layer_norm_kernel_timings(rows: int = 16384) -> list:
@@ -144,7 +152,7 @@ def layer_norm_kernel_timings(rows: int = 16384) -> list:
             passes = {"forward": lambda f: f(), "fwd+bwd": lambda f: torch.autograd.grad(f(), (x, w, b), dy)}
             for name, run in passes.items():
                 ms = {impl: do_bench(lambda: run(fn)) for impl, fn in impls.items()}
-                dtype_name = str(dtype).removeprefix("torch.")
+                dtype_name = _name(dtype)
                 results.append({"dtype": dtype_name, "width": width, "pass": name, "rows": rows,
                                 "torch_ms": ms["torch"], "triton_ms": ms["triton"]})  # fmt: skip
     return results
@@ -153,13 +161,14 @@ def layer_norm_kernel_timings(rows: int = 16384) -> list:
 def measure(device: str, setup: Setup, data_dir: Path, rounds: int, matmul_repeats: int) -> dict:
     """Every number of one benchmark run on ``device``, as plain JSON-able data."""
     variants = variants_for(device)
-    steps = {v.name: Step(build_model(v, setup, data_dir), setup, device) for v in variants}
+    steps = {v.name: Step(build_model(v, setup, data_dir), setup, device, v.dtype(setup)) for v in variants}
     seconds = time_interleaved(steps, setup.steps_per_timing, rounds)
     measured = {
         v.name: {
             "label": v.label,
             "arch": setup.arch(v),
             "flags": list(v.flags),
+            "dtype": _name(v.dtype(setup)),
             "params": sum(p.numel() for p in steps[v.name].model.parameters()),
             "seconds_per_step": seconds[v.name],
             "peak_bytes": steps[v.name].peak_bytes(),
@@ -169,7 +178,8 @@ def measure(device: str, setup: Setup, data_dir: Path, rounds: int, matmul_repea
     return {
         "variants": measured,
         "shapes": model_shapes(steps["normformer"].model, setup.seq_len, setup.batch),
-        "matmul_peak": matmul_peak(setup.matmul_size, matmul_repeats, device, setup.dtype),
+        "matmul_peaks": [matmul_peak(setup.matmul_size, matmul_repeats, device, dtype)
+                         for dtype in dict.fromkeys(v.dtype(setup) for v in variants)],  # one per dtype
         "profiles": profile_interleaved(steps),
         "layer_norm_kernels": layer_norm_kernel_timings() if device == "cuda" else [],
     }
@@ -187,7 +197,7 @@ def run_description(device: str, setup: Setup, command: str) -> dict:
         "versions": {"python": platform.python_version(), "torch": torch.__version__, "fairseq": fairseq.__version__,
                      "triton": triton.__version__, "fairseq-normformer": fairseq_normformer.__version__},
         "setup": {"archs": setup.archs, "shape_flags": list(setup.shape_flags), "seq_len": setup.seq_len,
-                  "batch": setup.batch, "dtype": str(setup.dtype).removeprefix("torch."),
+                  "batch": setup.batch, "dtype": _name(setup.dtype),
                   "steps_per_timing": setup.steps_per_timing},
     }  # fmt: skip
 
@@ -199,7 +209,17 @@ def _machine(device: str) -> str:
     except (OSError, StopIteration):
         pass
     text = f"{cpu}, {os.cpu_count()} cores, {torch.get_num_threads()} torch thread(s), {platform.system()}"
+    text += f" ({', '.join(_bf16_instructions())} bf16 instructions)" if _bf16_instructions() else ""
     return text + (f"; GPU: {torch.cuda.get_device_name()}" if device == "cuda" else "")
+
+
+def _bf16_instructions() -> list:
+    """The CPU's bf16 matrix instructions (what a bf16 matmul's speed depends on), from /proc/cpuinfo."""
+    try:
+        flags = next(ln.split(":", 1)[1].split() for ln in open("/proc/cpuinfo") if ln.startswith("flags"))
+    except (OSError, StopIteration):
+        return []
+    return [flag for flag in ("avx512_bf16", "amx_bf16") if flag in flags]
 
 
 class PairStep(Step):

@@ -1,6 +1,7 @@
 """Turn a results file (what measure.py and eval_lm.py wrote) into its section of docs/benchmarks.md,
 judging targets.json. Pure: no measuring, so the doc can be regenerated from the stored JSON."""
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -20,6 +21,7 @@ MiB = 2**20
 LAYER_NORM_OPS = ("aten::native_layer_norm", "aten::native_layer_norm_backward")
 MATMUL_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
 NOT_RUN = "not run"
+PROFILE_PAIRS = (("preln", "normformer"), ("fairseq_scale_flags", "normformer"), ("normformer", "normformer_bf16"))
 
 
 def median_by_clock(runs: list) -> dict:
@@ -38,18 +40,21 @@ class Summary:
         self.seconds = {name: median_by_clock(v["seconds_per_step"]) for name, v in self.variants.items()}
         self.tokens = results["shapes"]["tokens"]
         self.flops = model_flops_per_step(results["shapes"])
+        self.peaks = {peak["dtype"]: peak for peak in results["matmul_peaks"]}
 
     def tokens_per_second(self, name: str, clock: str = None) -> float:
         return self.tokens / self.seconds[name][clock or self.clock]
 
-    def matmul_flops_per_second(self, clock: str = None) -> float:
-        """The best of the repeats (the least disturbed), 2·n³ FLOPs each."""
-        peak = self.results["matmul_peak"]
+    def matmul_flops_per_second(self, dtype: str, clock: str = None) -> float:
+        """The best of the repeats of the ``dtype`` matmul (the least disturbed), 2·n³ FLOPs each."""
+        peak = self.peaks[dtype]
         return 2 * peak["size"] ** 3 / min(run[clock or self.clock] for run in peak["seconds"])
 
     def peak_fraction(self, name: str, clock: str = None) -> float:
-        """The share of the matmul peak a training step reaches: model FLOPs per second / peak."""
-        return self.flops / self.seconds[name][clock or self.clock] / self.matmul_flops_per_second(clock)
+        """The share of the matmul peak of the variant's dtype a training step reaches: model FLOPs per
+        second / peak."""
+        peak = self.matmul_flops_per_second(self.variants[name]["dtype"], clock)
+        return self.flops / self.seconds[name][clock or self.clock] / peak
 
     def quantity(self, name: str, quantity: str) -> float:
         if quantity == "tokens_per_second":
@@ -98,7 +103,7 @@ def targets_table(targets: list, summary: Summary) -> list:
 # ------------------------------------------------------------------ tables
 def models_table(s: Summary) -> list:
     speed = " | ".join(f"fwd+bwd tokens/s ({c} clock)" for c in s.clocks)
-    fraction = " | ".join(f"share of matmul peak ({c} clock)" for c in s.clocks)
+    fraction = " | ".join(f"share of its dtype's matmul peak ({c} clock)" for c in s.clocks)
     lines = [f"| variant | model | params (M) | {speed} | {fraction} | peak memory during the step (MiB) |"]
     lines.append("|---|---|---:|" + "---:|" * (2 * len(s.clocks) + 1))
     for v in VARIANTS:
@@ -114,17 +119,39 @@ def models_table(s: Summary) -> list:
 
 
 def flops_lines(s: Summary) -> list:
-    sh, peak = s.results["shapes"], s.results["matmul_peak"]
-    n = peak["size"]
-    best = ", ".join(f"{s.matmul_flops_per_second(c) / 1e9:,.0f} GFLOP/s ({c} clock)" for c in s.clocks)
+    sh = s.results["shapes"]
+    peaks = [f"- Matrix-multiply peak of this machine, {dtype}: one {p['size']}×{p['size']}×{p['size']} `a @ b` "
+             f"(2·{p['size']}³ FLOPs), best of {len(p['seconds'])}: "
+             + ", ".join(f"{s.matmul_flops_per_second(dtype, c) / 1e9:,.0f} GFLOP/s ({c} clock)" for c in s.clocks)
+             + ", at the torch thread count above." for dtype, p in s.peaks.items()]  # fmt: skip
     return [
-        f"- Matrix-multiply peak of this machine: one {n}×{n}×{n} {peak['dtype']} `a @ b` (2·{n}³ FLOPs), "
-        f"best of {len(peak['seconds'])}: {best}, at the torch thread count above.",
+        *peaks,
         f"- Model FLOPs per step = 6·N·tokens + 12·L·d·T·tokens = {s.flops / 1e9:,.1f} GFLOP, with N = "
         f"L·(4d² + 2d·f) + d·V = {matmul_weights(sh) / 1e6:.1f}M matmul weights (L {sh['layers']}, d {sh['embed']}, "
         f"f {sh['ffn']}, V {sh['vocab']}, T {sh['seq_len']}, {sh['tokens']} tokens); the share of matmul peak "
-        "is (model FLOPs / seconds per step) / peak, both by the same clock.",
+        "is (model FLOPs / seconds per step) / the peak of the variant's dtype, both by the same clock.",
     ]
+
+
+def bf16_lines(s: Summary) -> list:
+    """Each --bf16 variant against its fp32 variant, timed in the same rounds: the median and range of
+    the per-round time ratios, and each one's share of its own dtype's matmul peak."""
+    lines = []
+    for v in VARIANTS:
+        if v.name not in s.variants or v.fp32_variant not in s.variants:
+            continue
+        mine, fp32 = (s.variants[name]["seconds_per_step"] for name in (v.name, v.fp32_variant))
+        ratios = sorted(a[s.clock] / b[s.clock] for a, b in zip(mine, fp32))
+        ratio = statistics.median(ratios)
+        lines.append(
+            f"- `{v.name}`: {s.seconds[v.name][s.clock]:.2f} s a step ({s.clock} clock) against "
+            f"`{v.fp32_variant}`'s {s.seconds[v.fp32_variant][s.clock]:.2f} s: {ratio:.3f}× its time (median of "
+            f"{len(ratios)} per-round ratios, range {ratios[0]:.3f}–{ratios[-1]:.3f}), {1 / ratio:.2f}× its speed; "
+            f"{100 * s.peak_fraction(v.name):.0f}% of the {s.variants[v.name]['dtype']} matmul peak "
+            f"(`{v.fp32_variant}`: {100 * s.peak_fraction(v.fp32_variant):.0f}% of the "
+            f"{s.variants[v.fp32_variant]['dtype']} peak)."
+        )
+    return lines
 
 
 
@@ -192,13 +219,15 @@ def run_lines(results: dict, source: str) -> list:
     versions = ", ".join(f"{k} {v}" for k, v in results["versions"].items())
     load = ", ".join(f"{x:.1f}" for x in results["load_average"])
     models = " ".join(setup["shape_flags"]) or setup["archs"]["ours"]
+    dtypes = {v["dtype"] for v in results["variants"].values()} - {setup["dtype"]}
+    other = "".join(f", the `--bf16` variants {d}" for d in dtypes)
     return [
         f"- Measured by `{results['command']}` on {results['date']}; rendered from `{source}`"
         + (f". {results['note']}" if results.get("note") else ""),
         f"- Machine: {results['machine']}; load average (1, 5, 15 min) at the end of the run: {load}",
         f"- Versions: {versions}",
         f"- Models: `{models}`; batch {setup['batch']} × sequence {setup['seq_len']} = "
-        f"{setup['batch'] * setup['seq_len']} tokens a step, {setup['dtype']}",
+        f"{setup['batch'] * setup['seq_len']} tokens a step, {setup['dtype']}{other}",
         f"- Timing: median of {rounds} interleaved rounds of {setup['steps_per_timing']} step(s) each",
     ]
 
@@ -206,9 +235,11 @@ def run_lines(results: dict, source: str) -> list:
 def results_section(results: dict, targets: list, source: str) -> str:
     s = Summary(results)
     lines = [f"### {results['device'].upper()}", "", *run_lines(results, source), "", *models_table(s), "",
-             *flops_lines(s), "", *targets_table(targets, s)]  # fmt: skip
+             *flops_lines(s), *bf16_lines(s), "", *targets_table(targets, s)]  # fmt: skip
     if results.get("profiles"):
-        for base, other in (("preln", "normformer"), ("fairseq_scale_flags", "normformer")):
+        for base, other in PROFILE_PAIRS:
+            if other not in results["profiles"]:
+                continue
             lines += ["", f"Self time per step of the ops that differ most between `{base}` and `{other}` "
                       "(torch.profiler, the least of 3 interleaved runs):", ""]  # fmt: skip
             lines += profile_table(results["profiles"], base, other)
@@ -310,31 +341,70 @@ def run_lines_lambert(results: dict, source: str) -> list:
 
 
 HF_GENERATE_BOUND = 1.05  # issue 22: the NormFormer export within 5% of GPT-2's time
+CONFIDENCE = 0.95
+
+
+def median_interval(values: list, confidence: float = CONFIDENCE):
+    """Distribution-free interval for the median: the order statistics x_(j) and x_(n+1-j), j the largest
+    with P(Binomial(n, 1/2) < j) <= (1 - confidence) / 2 (coverage >= confidence). None below 6 values."""
+    xs, n = sorted(values), len(values)
+    j, below = 0, 0.0
+    while below + math.comb(n, j) / 2**n <= (1 - confidence) / 2:
+        below += math.comb(n, j) / 2**n
+        j += 1
+    return (xs[j - 1], xs[n - j]) if j else None
+
+
+def round_ratios(model: dict, gpt2: dict, clock: str) -> list:
+    """Each round's time of ``model`` over GPT-2's in the same round (the two ran back to back)."""
+    return [mine[clock] / theirs[clock] for mine, theirs in zip(model["seconds"], gpt2["seconds"])]
+
+
+def _ratio_cell(ratios: list) -> str:
+    interval = median_interval(ratios)
+    return f"{statistics.median(ratios):.3f}" + (f" [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else "")
+
+
+def hf_generate_verdict(ratios: list) -> str:
+    """met / missed when the median's 95% interval lies on one side of the bound, else undecided."""
+    interval = median_interval(ratios)
+    if interval is None:
+        return "**undecided** (fewer than 6 rounds give no 95% interval)"
+    if interval[1] <= HF_GENERATE_BOUND:
+        return "**met** (the whole 95% interval is at or below it)"
+    if interval[0] > HF_GENERATE_BOUND:
+        return "**missed** (the whole 95% interval is above it)"
+    return "**undecided** (the 95% interval contains it)"
 
 
 def hf_generate_section(results: dict, source: str) -> str:
     """Greedy generate() of the exports against GPT-2: ms per new token, and each model's time over
-    GPT-2's as the median of the per-round ratios (the models take turns within a round)."""
+    GPT-2's as the median of the per-round ratios (the models run back to back within a round) with
+    its 95% interval and the ratios' spread; the target is judged on the CPU clock where there is one."""
     models, shape = results["models"], results["shape"]
     clocks = list(models["gpt2"]["seconds"][0])
+    clock = "cpu" if "cpu" in clocks else "wall"
     rounds = len(models["gpt2"]["seconds"])
     lines = [*provenance_lines(results, source),
              f"- Models: {shape['layers']} layers × {shape['embed']} ({shape['heads']} heads, FFN {shape['ffn']}), "
              f"vocabulary {shape['vocab']:,}, random weights, fp32; batch 1, a {results['prompt_len']}-token prompt, "
-             f"{results['new_tokens']} greedy new tokens through the KV cache; {rounds} rounds, the models in turn",
-             "", "| model | " + " | ".join(f"ms per new token ({c} clock) | time / GPT-2's ({c})" for c in clocks) + " |",
+             f"{results['new_tokens']} greedy new tokens through the KV cache; {rounds} rounds, the models back to "
+             "back in each (in turn first)",
+             "", "| model | " + " | ".join(f"ms per new token ({c} clock) | time / GPT-2's ({c}): median of the "
+                                         f"per-round ratios [{CONFIDENCE:.0%} interval]" for c in clocks) + " |",
              "|---|" + "---:|---:|" * len(clocks)]  # fmt: skip
-    ratios = {}
     for name, m in models.items():
         medians = median_by_clock(m["seconds"])
-        ratios[name] = {c: statistics.median(mine[c] / theirs[c] for mine, theirs in zip(m["seconds"], models["gpt2"]["seconds"]))
-                        for c in clocks}  # fmt: skip
-        cells = " | ".join(f"{medians[c] * 1e3 / results['new_tokens']:.2f} | {ratios[name][c]:.3f}" for c in clocks)
+        cells = " | ".join(f"{medians[c] * 1e3 / results['new_tokens']:.2f} | "
+                           f"{_ratio_cell(round_ratios(m, models['gpt2'], c))}" for c in clocks)  # fmt: skip
         lines.append(f"| `{name}`: {m['label']} | {cells} |")
-    verdicts = ", ".join(f"{ratios['normformer'][c]:.3f} ({c} clock)" for c in clocks)
-    met = all(r <= HF_GENERATE_BOUND for r in ratios["normformer"].values())
-    lines += ["", f"- Target: NormFormer's time at most {HF_GENERATE_BOUND}× GPT-2's: {verdicts}, "
-              + ("**met**." if met else "**missed**.")]  # fmt: skip
+    spread = {name: sorted(round_ratios(models[name], models["gpt2"], clock)) for name in models if name != "gpt2"}
+    ratios = spread["normformer"]
+    lines += ["", f"- Spread of the per-round ratios ({clock} clock): "
+              + "; ".join(f"`{n}` {r[0]:.3f}–{r[-1]:.3f} (quartiles {statistics.quantiles(r, n=4)[0]:.3f}, "
+                          f"{statistics.quantiles(r, n=4)[2]:.3f})" for n, r in spread.items()) + ".",
+              f"- Target: NormFormer's time at most {HF_GENERATE_BOUND}× GPT-2's ({clock} clock): "
+              f"{_ratio_cell(ratios)}, {hf_generate_verdict(ratios)}."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

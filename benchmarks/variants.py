@@ -11,6 +11,7 @@ from fairseq_normformer.modules.operations import OPERATIONS, operations_in
 
 NORMFORMER_FLAGS = ("--scale-attn", "--scale-fc", "--scale-heads")
 PRE_LN = ("--decoder-normalize-before",)  # fairseq's transformer_lm is Post-LN by default (its GPT-3 presets set it)
+BF16 = ("--bf16",)
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,13 @@ class Variant:
     purpose: str
     family: str  # "fairseq": fairseq's own transformer_lm; "ours": this plugin's models
     flags: tuple = ()
-    cuda_only: bool = False
+    devices: tuple = ("cpu", "cuda")
+    fp32_variant: str = ""  # a --bf16 variant: the variant it is at bf16, timed in the same rounds
+
+    def dtype(self, setup: "Setup") -> torch.dtype:
+        """Under --bf16 fairseq's Trainer casts model and criterion with .to(dtype=torch.bfloat16) (its
+        FP16Optimizer keeps fp32 master weights, outside a forward+backward step)."""
+        return torch.bfloat16 if "--bf16" in self.flags else setup.dtype
 
 
 VARIANTS = (
@@ -36,7 +43,14 @@ VARIANTS = (
             NORMFORMER_FLAGS + ("--layernorm-impl", "torch")),
     Variant("normformer_triton", "ours, NormFormer, fused Triton kernels",
             "our NormFormer with the fused activation→FFN-LN and LN kernels (GPU only)", "ours",
-            NORMFORMER_FLAGS + ("--layernorm-impl", "triton"), cuda_only=True),
+            NORMFORMER_FLAGS + ("--layernorm-impl", "triton"), devices=("cuda",)),
+    Variant("preln_bf16", "ours, Pre-LN baseline, --bf16",
+            "`preln` as `fairseq-train --bf16 --cpu` runs it: bfloat16 weights and activations (CPU only: the GPU "
+            "setup is bf16 already)", "ours", ("--layernorm-impl", "torch") + BF16, devices=("cpu",),
+            fp32_variant="preln"),
+    Variant("normformer_bf16", "ours, NormFormer (paper HeadScale), --bf16",
+            "`normformer` as `fairseq-train --bf16 --cpu` runs it (CPU only)", "ours",
+            NORMFORMER_FLAGS + ("--layernorm-impl", "torch") + BF16, devices=("cpu",), fp32_variant="normformer"),
 )  # fmt: skip
 BY_NAME = {v.name: v for v in VARIANTS}
 
@@ -75,7 +89,7 @@ SETUPS = {
 
 
 def variants_for(device: str) -> list:
-    return [v for v in VARIANTS if device == "cuda" or not v.cuda_only]
+    return [v for v in VARIANTS if device in v.devices]
 
 
 def parse_training_args(data_dir: Path, arch: str, flags, seq_len: int):

@@ -7,14 +7,15 @@ from benchmarks.report import TARGETS, render, results_section, write_section
 SHAPES = {"layers": 2, "embed": 32, "ffn": 64, "vocab": 54, "seq_len": 16, "tokens": 32}
 
 
-def _variant(label, seconds, peak):
-    return {"label": label, "arch": "a", "flags": [], "params": 2_000_000, "peak_bytes": peak,
+def _variant(label, seconds, peak, dtype="float32"):
+    return {"label": label, "arch": "a", "flags": [], "dtype": dtype, "params": 2_000_000, "peak_bytes": peak,
             "seconds_per_step": [{"wall": 2 * s, "cpu": s} for s in seconds]}  # fmt: skip
 
 
 def results() -> dict:
     """Medians (cpu clock): fairseq_scale_flags 1.0 s, preln 1.0 s, normformer 1.01 s (+1%, the 9.0 an
-    outlier the median drops); peak memory +5%; the 2·64³-FLOP matmul at best 1e-3 s."""
+    outlier the median drops); normformer_bf16 0.5, 0.45, 0.5 s; peak memory +5%; the 2·64³-FLOP matmul
+    at best 1e-3 s in float32, 2.5e-4 s in bfloat16."""
     return {
         "device": "cpu", "date": "2026-01-01 00:00 UTC", "command": "python -m benchmarks measure",
         "machine": "test machine", "load_average": [7.5, 8.0, 8.5], "versions": {"torch": "2.13"},
@@ -25,10 +26,12 @@ def results() -> dict:
             "fairseq_scale_flags": _variant("fairseq's --scale-*", [1.0, 1.0, 1.0], 100 * 2**20),
             "preln": _variant("our Pre-LN", [1.0, 1.0, 1.0], 100 * 2**20),
             "normformer": _variant("our NormFormer", [1.01, 9.0, 1.0], 105 * 2**20),
+            "normformer_bf16": _variant("our NormFormer, --bf16", [0.5, 0.45, 0.5], 60 * 2**20, "bfloat16"),
         },
         "shapes": SHAPES,
-        "matmul_peak": {"size": 64, "dtype": "float32", "seconds": [{"wall": 4e-3, "cpu": 2e-3},
-                                                                   {"wall": 2e-3, "cpu": 1e-3}]},
+        "matmul_peaks": [{"size": 64, "dtype": "float32", "seconds": [{"wall": 4e-3, "cpu": 2e-3},
+                                                                     {"wall": 2e-3, "cpu": 1e-3}]},
+                         {"size": 64, "dtype": "bfloat16", "seconds": [{"wall": 5e-4, "cpu": 2.5e-4}]}],
     }  # fmt: skip
 
 
@@ -55,6 +58,19 @@ def test_model_rows_speed_and_share_of_matmul_peak():
                    f"{100 * share_cpu:.0f}% | 105 |")  # fmt: skip
     assert _rows(section, "| `normformer_triton` |")[0].count("not run") == 4
     assert f"{flops / 1e9:,.1f} GFLOP" in section
+    assert "| `preln_bf16` |" in section and "| `normformer_bf16` | our NormFormer, --bf16 | 2.0 | 32 | 64 |" in section
+
+
+def test_bf16_variant_against_its_fp32_variant():
+    """Per-round ratios 0.5/1.01, 0.45/9.0, 0.5/1.0: median 0.495; its share of the bf16 peak (4× fp32's)."""
+    section = results_section(results(), [], "r.json")
+    share_bf16 = model_flops_per_step(SHAPES) / 0.5 / (2 * 64**3 / 2.5e-4)
+    share_fp32 = model_flops_per_step(SHAPES) / 1.01 / (2 * 64**3 / 1e-3)
+    assert (f"- `normformer_bf16`: 0.50 s a step (cpu clock) against `normformer`'s 1.01 s: 0.495× its time "
+            f"(median of 3 per-round ratios, range 0.050–0.500), 2.02× its speed; {100 * share_bf16:.0f}% of the "
+            f"bfloat16 matmul peak (`normformer`: {100 * share_fp32:.0f}% of the float32 peak).") in section
+    assert "2048 tokens a step, float32, the `--bf16` variants bfloat16" not in section  # 2 × 16 here
+    assert "32 tokens a step, float32, the `--bf16` variants bfloat16" in section
     assert "load average (1, 5, 15 min) at the end of the run: 7.5, 8.0, 8.5" in section
 
 

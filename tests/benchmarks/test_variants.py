@@ -1,9 +1,11 @@
 """The declared variants build the models they say, and the operation check catches one that does not."""
 import pytest
+import torch
 
+from benchmarks.measure import Step
 from benchmarks.variants import BY_NAME, VARIANTS, check_operations, variants_for
 
-from .conftest import EMBED, FFN, HEADS, LAYERS
+from .conftest import EMBED, FFN, HEADS, LAYERS, TINY
 
 
 def _params(model) -> int:
@@ -15,9 +17,30 @@ def models(build_tiny):
     return {v.name: build_tiny(v.name) for v in variants_for("cpu")}
 
 
-def test_cpu_variants_leave_out_only_the_triton_model():
+def test_triton_model_is_gpu_only_and_bf16_models_cpu_only():
     assert [v.name for v in variants_for("cpu")] == [v.name for v in VARIANTS if v.name != "normformer_triton"]
-    assert variants_for("cuda") == list(VARIANTS)
+    assert [v.name for v in variants_for("cuda")] == [v.name for v in VARIANTS if not v.name.endswith("_bf16")]
+
+
+@pytest.mark.parametrize("name", ["preln", "normformer"])
+def test_bf16_variant_runs_in_bfloat16_with_the_fp32_loss(name, build_tiny):
+    """The --bf16 variant's step (fairseq's Trainer cast) has bf16 weights, gradients and layer outputs,
+    and the same weights give the fp32 variant's loss to bf16 precision on the same batch."""
+    fp32, bf16 = BY_NAME[name], BY_NAME[f"{name}_bf16"]
+    assert (fp32.dtype(TINY), bf16.dtype(TINY), bf16.fp32_variant) == (torch.float32, torch.bfloat16, name)
+    steps = {v.name: Step(build_tiny(v.name), TINY, "cpu", v.dtype(TINY)) for v in (fp32, bf16)}
+    steps[bf16.name].model.load_state_dict(steps[fp32.name].model.state_dict())  # cast to bf16 by load_state_dict
+    layer_outputs = []
+    for layer in steps[bf16.name].model.decoder.layers:
+        layer.register_forward_hook(lambda module, inputs, output: layer_outputs.append(output[0].dtype))
+    for step in steps.values():
+        step.model.eval()  # no dropout: both see the same network
+    losses = {n: step() for n, step in steps.items()}
+    assert layer_outputs == [torch.bfloat16] * LAYERS
+    assert {p.dtype for p in steps[bf16.name].model.parameters()} == {torch.bfloat16}
+    assert {p.grad.dtype for p in steps[bf16.name].model.parameters()} == {torch.bfloat16}
+    assert losses[bf16.name].item() == pytest.approx(losses[fp32.name].item(), rel=5e-3)
+    assert losses[bf16.name].item() != losses[fp32.name].item()  # it did run at another precision
 
 
 def test_normformer_adds_the_papers_parameters(models):
