@@ -158,13 +158,6 @@ def eval_rows(run_dirs: Dict[str, List[str]]) -> List[list]:
     return rows
 
 
-def final_metric(log: TrainingLog, metric: str) -> float:
-    final = log.final_valid()
-    if metric not in final:
-        raise ValueError(f"the last validation of {log.path} has no {metric!r} (it has: {', '.join(sorted(final))})")
-    return final[metric]
-
-
 def valid_table(runs: Dict[str, List[TrainingLog]], metrics: Sequence[str]) -> str:
     """One row per model: updates, training time and the last validation's ``metrics``, mean ± std over the
     seeds, each metric's difference to the first row (95% interval, paired by seed)."""
@@ -176,7 +169,7 @@ def valid_table(runs: Dict[str, List[TrainingLog]], metrics: Sequence[str]) -> s
         rows[label] = [label, len(logs), updates, None if None in seconds else mean_std_cell(seconds)]
     for metric in metrics:
         headers += [f"Valid {metric}", f"Δ {metric} vs first row (95% CI)"]
-        values = {label: [final_metric(log, metric) for log in logs] for label, logs in runs.items()}
+        values = {label: [log.final_metric(metric) for log in logs] for label, logs in runs.items()}
         for (label, per_seed), delta in zip(values.items(), difference_column(values)):
             rows[label] += [mean_std_cell(per_seed), delta]
     return markdown_table(headers, list(rows.values()))

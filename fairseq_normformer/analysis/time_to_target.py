@@ -35,10 +35,7 @@ class TimeToTarget:
 
 def time_to_target(baseline: TrainingLog, candidate: TrainingLog, metric: str = "ppl") -> TimeToTarget:
     """metric: the validation perplexity to compare (a masked LM's is ``mlm_ppl``)."""
-    final = baseline.final_valid()
-    if metric not in final:
-        raise ValueError(f"the last validation of {baseline.path} has no {metric!r} (it has: {', '.join(sorted(final))})")
-    target, baseline_updates = final[metric], final["num_updates"]
+    target, baseline_updates = baseline.final_metric(metric), baseline.final_valid()["num_updates"]
     candidate.final_valid()  # a clear error when the other run has no validation either
     hit = next((r for r in candidate.valid if r.get(metric, float("inf")) <= target), None)
     hit_update = None if hit is None else hit["num_updates"]

@@ -41,6 +41,13 @@ class TrainingLog:
             raise ValueError(f"{self.path} has no validation results (was validation disabled?)")
         return self.valid[-1]
 
+    def final_metric(self, metric: str) -> float:
+        final = self.final_valid()
+        if metric not in final:
+            has = ", ".join(sorted(final))
+            raise ValueError(f"the last validation of {self.path} has no {metric!r} (it has: {has})")
+        return final[metric]
+
     def last_update(self) -> int:
         return max((r.get("num_updates", 0) for r in self.train + self.valid + self.epochs), default=0)
 

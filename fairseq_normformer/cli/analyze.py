@@ -46,7 +46,6 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     LR_HEADERS,
     difference_column,
     eval_rows,
-    final_metric,
     interval_cell,
     layer_share_table,
     lr_rows,
@@ -175,10 +174,12 @@ def mlm_curves(args):
     runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
     unigram, out = unigram_baseline(args.data), Path(args.out_dir)
     print(plot_mlm_curves(runs, out / "mlm_curves.png", unigram))
-    rows = [[label, len(logs), per_seed_cell([log.final_valid()["num_updates"] for log in logs]),
-             mean_std_cell([final_metric(log, "mlm_accuracy") for log in logs]),
-             mean_std_cell([final_metric(log, "mlm_accuracy") / unigram["accuracy"] for log in logs]),
-             mean_std_cell([final_metric(log, "mlm_ppl") for log in logs])] for label, logs in runs.items()]  # fmt: skip
+    rows = []
+    for label, logs in runs.items():
+        accuracy = [log.final_metric("mlm_accuracy") for log in logs]
+        rows.append([label, len(logs), per_seed_cell([log.final_valid()["num_updates"] for log in logs]),
+                     mean_std_cell(accuracy), mean_std_cell([a / unigram["accuracy"] for a in accuracy]),
+                     mean_std_cell([log.final_metric("mlm_ppl") for log in logs])])  # fmt: skip
     rows.append(["unigram baseline", "", "", unigram["accuracy"], 1.0, unigram["perplexity"]])
     headers = ["Model", "Seeds", "Updates", "Valid MLM accuracy (%)", "× unigram accuracy", "Valid MLM ppl"]
     note = (f"Unigram baseline: always predict {unigram['piece']!r}, the most frequent training piece, on the "
