@@ -3,7 +3,9 @@
 # commands.sh is kept.
 #   RUN_DIR/done      written once a run's command succeeded; a run that has it is reused, never redone
 #   OUT/commands.sh   every command, appended (paths relative to the repository root), after the thread
-#                     settings it runs with (export or unset) whenever they differ from the last recorded
+#                     settings it runs with (export or unset) whenever they differ from the last recorded; a
+#                     command with its output in a log as `mkdir -p DIR && COMMAND > LOG 2>&1`, so the file
+#                     runs as written in a plain shell and leaves each log where the next commands read it
 #   DRY_RUN=1         a command is logged and printed (shell-quoted, one line, on stdout), not run
 #   SEEDS=N           each run of a comparing recipe is trained N times (--seed 1..N); seed 1 in RUN_DIR, seed K > 1
 #                     in RUN_DIR/seedK (seed_dir), so a finished single-seed run is seed 1 of a study with more
@@ -55,12 +57,18 @@ one_seed() {
   done
 }
 
+# run [--log LOG] COMMAND...: COMMAND recorded in OUT/commands.sh and run (DRY_RUN=1: printed instead), with
+# --log its output (stdout and stderr) in LOG
 run() {
-  local line
+  local line log=""
+  if [ "$1" = --log ]; then log="$2" && shift 2; fi
   one_seed "$@"
   line="$(printf '%q ' "${ONE_SEED[@]}")"
+  if [ -n "$log" ]; then line="$(printf 'mkdir -p %q && %s> %q 2>&1' "$(dirname "$log")" "$line" "$log")"; fi
   if [ -n "${OUT:-}" ]; then record_command "${line//$REPO\//}"; fi
-  if [ "$DRY_RUN" = 1 ]; then echo "$line"; else "${ONE_SEED[@]}"; fi
+  if [ "$DRY_RUN" = 1 ]; then echo "$line"; return; fi
+  if [ -z "$log" ]; then "${ONE_SEED[@]}"; return; fi
+  mkdir -p "$(dirname "$log")" && "${ONE_SEED[@]}" >"$log" 2>&1
 }
 
 # PIDS: the runs a recipe started in the background; wait_runs waits for them all, and fails if one failed
@@ -80,9 +88,9 @@ run_in() {
   local dir="$1" log="$2"
   shift 2
   if is_done "$dir"; then echo "[${RECIPE:-run}] $(basename "$dir"): finished before, reused" >&2; return; fi
-  if [ "$DRY_RUN" = 1 ]; then run "$@"; return; fi
+  if [ "$DRY_RUN" = 1 ]; then run --log "$log" "$@"; return; fi
   mkdir -p "$dir"
-  if ! run "$@" >"$log" 2>&1; then
+  if ! run --log "$log" "$@"; then
     echo "[${RECIPE:-run}] $(basename "$dir") failed; see $log" >&2
     return 1
   fi

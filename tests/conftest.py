@@ -52,10 +52,19 @@ def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None) -> subproces
     return result
 
 
+def recorded_command(line: str) -> tuple:
+    """(argv, log) of a commands.sh line: ``mkdir -p DIR && ARGV > LOG 2>&1`` (``>>``), or ARGV (log None)."""
+    words = shlex.split(line)
+    if words[:2] != ["mkdir", "-p"]:
+        return words, None
+    assert words[3] == "&&" and words[-3] in (">", ">>") and words[-1] == "2>&1", line
+    return words[4:-3], words[-2]
+
+
 def recorded_commands(commands_sh) -> list:
-    """The argv of each command a commands.sh records (its thread settings and comments left out)."""
+    """The argv of each command a commands.sh records (its thread settings, comments and log redirections left out)."""
     lines = Path(commands_sh).read_text().splitlines()
-    return [shlex.split(line) for line in lines if line and not line.startswith("#") and not is_setting(line)]
+    return [recorded_command(line)[0] for line in lines if line and not line.startswith("#") and not is_setting(line)]
 
 
 @pytest.fixture(scope="session")

@@ -127,7 +127,7 @@ class LoggedProcess:
     def __init__(self, cmd: list, run_dir: Path, log_name: str, name: str, threads: int):
         self.log_path, self.name = run_dir / log_name, name
         env = fairseq_env(threads)
-        log_command(run_dir, cmd, env)
+        log_command(run_dir, cmd, env, log=self.log_path, append=True)
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         self.echo = threading.Thread(target=self._echo, daemon=True)
         self.echo.start()
@@ -166,7 +166,7 @@ def train(runs: list, data_bin: Path, args):
         if run.reused:
             print(f"  [{run.name:<10}] reusing the finished run in {run.dir}")
         elif dry_run():
-            line = log_command(run.dir, cmd, fairseq_env(args.threads))
+            line = log_command(run.dir, cmd, fairseq_env(args.threads), log=run.dir / "train.log", append=True)
             print(f"  [{run.name:<10}] would train in {run.dir}\n    $ {line}")
         else:
             what = "resuming" if (run.dir / "checkpoint_last.pt").exists() else "training"

@@ -107,7 +107,7 @@ def run_lr_stability(data, out_dir, peak_lr: float, warmup_updates: int, train_a
     if (out_dir / "train.log").exists():
         raise FileExistsError(f"{out_dir} already holds a run (train.log); choose another directory")
     cmd = stability_command(data, out_dir, peak_lr, warmup_updates, threshold, train_args)
-    line = log_command(out_dir, cmd)
+    line = log_command(out_dir, cmd, log=out_dir / "train.log")
     if dry_run():
         print(line)
         return None

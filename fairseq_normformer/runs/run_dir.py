@@ -4,6 +4,8 @@ recipes/_run_dir.sh is its shell side:
 - ``RUN_DIR/done``: written once a run's command succeeded; a run that has it is reused, never redone;
 - ``commands.sh``: every command, appended, one shell-quoted line each, after the thread settings it runs
   with (``export OMP_NUM_THREADS=1``, ``unset MKL_NUM_THREADS``) whenever they differ from the last recorded;
+  a command whose output goes to a log as ``mkdir -p DIR && COMMAND > LOG 2>&1`` (``>>`` when appended), so
+  the file runs as written in a plain shell;
 - ``DRY_RUN=1``: commands are logged and printed, not run;
 - ``SEEDS=N``: a run's seed 1 in ``RUN_DIR``, seed k > 1 in ``RUN_DIR/seed<k>``.
 """
@@ -47,11 +49,20 @@ def is_setting(line: str) -> bool:
     return line.startswith(("export ", "unset "))
 
 
-def log_command(log_dir, cmd: list, env=None) -> str:
-    """Append ``cmd`` to ``log_dir/commands.sh``, after the thread settings of the environment it runs
-    with (``env``, by default this process's) when they differ from the last recorded; returns its
-    shell-quoted line."""
+def command_line(cmd: list, log=None, append: bool = False) -> str:
+    """``cmd`` shell-quoted on one line; with ``log``, as the shell line that writes (or appends) its output there."""
     line = shlex.join(map(str, cmd))
+    if log is None:
+        return line
+    log = Path(log)
+    return f"mkdir -p {shlex.quote(str(log.parent))} && {line} {'>>' if append else '>'} {shlex.quote(str(log))} 2>&1"
+
+
+def log_command(log_dir, cmd: list, env=None, log=None, append: bool = False) -> str:
+    """Append ``cmd`` to ``log_dir/commands.sh`` (with ``log``: as the line that writes its output there,
+    command_line), after the thread settings of the environment it runs with (``env``, by default this
+    process's) when they differ from the last recorded; returns the line."""
+    line = command_line(cmd, log, append)
     path = Path(log_dir) / COMMANDS
     path.parent.mkdir(parents=True, exist_ok=True)
     settings = thread_settings(os.environ if env is None else env)

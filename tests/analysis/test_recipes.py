@@ -1,7 +1,6 @@
 """The recipes' commands (DRY_RUN=1): every fairseq command parses with fairseq's own parsers, and
 paper-scale runs see the paper's tokens per update."""
 import os
-import shlex
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ from fairseq import options
 from fairseq_normformer.runs.lr_stability import stability_command
 from fairseq_normformer.cli.analyze import build_parser
 from fairseq_normformer.runs.run_dir import THREAD_VARIABLES
-from tests.conftest import REPO_ROOT, recorded_commands
+from tests.conftest import REPO_ROOT, recorded_command, recorded_commands
 
 RECIPES = ["fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio", "table3_lr_stability",
            "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103"]  # fmt: skip
@@ -152,7 +151,7 @@ def test_without_a_venv_the_recipes_run_the_python_on_path(tmp_path):
     result = subprocess.run(["bash", checkout / "recipes" / "table5_ablations.sh", "tiny", tmp_path / "out"], env=env,
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    argvs = [shlex.split(line) for line in result.stdout.splitlines()]
+    argvs = [recorded_command(line)[0] for line in result.stdout.splitlines()]
     assert len(argvs) == 2 * 7 + 1  # 7 rows x 2 seeds, then the table
     assert {os.path.dirname(argv[0]) for argv in argvs} == {env_bin}
 

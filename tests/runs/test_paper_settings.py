@@ -11,7 +11,7 @@ from fairseq import options
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_normformer import checks, paper
-from tests.conftest import REPO_ROOT, USER_DIR
+from tests.conftest import REPO_ROOT, USER_DIR, recorded_command
 
 PY = {"PY": sys.executable, "PYTHONPATH": f"{REPO_ROOT}:{os.environ.get('PYTHONPATH', '')}"}
 
@@ -59,7 +59,7 @@ def expected(table, size, model, world):
 
 
 def train_lines(text):
-    words = [shlex.split(line) for line in text.splitlines()]
+    words = [recorded_command(line)[0] for line in text.splitlines()]
     return [w[w.index(next(x for x in w if x.endswith("fairseq-train"))) + 1 :] for w in words
             if any(x.endswith("fairseq-train") for x in w)]  # fmt: skip
 

@@ -50,6 +50,24 @@ def test_commands_sh_sets_the_threads_each_command_ran_with_when_run_in_a_plain_
     assert (tmp_path / "seen").read_text().splitlines() == ["1 unset", "1 unset", "2 2", "unset unset"]
 
 
+def test_commands_sh_recreates_each_log_where_the_run_left_it_when_run_in_a_plain_shell(tmp_path):
+    """A command with its output in a log is recorded with the redirection (shell: run_in; Python: log_command
+    with ``log``), so the file pasted into a plain shell writes the logs that later commands read."""
+    out, shell_run, python_log = tmp_path / "out", tmp_path / "runs" / "a", tmp_path / "runs" / "b" / "eval.log"
+    cmd = ["sh", "-c", "echo trained; echo warned >&2"]
+    out.mkdir()
+    assert shell(f"run_in {shell_run} {shell_run}/train.log {shlex.join(cmd)}", out).returncode == 0
+    run_dir.log_command(out, ["sh", "-c", "echo evaluated"], log=python_log, append=True)
+    python_log.parent.mkdir(parents=True)
+    python_log.write_text("evaluated\n")  # what the caller's run writes
+    expected = {path: path.read_text() for path in (shell_run / "train.log", python_log)}
+    assert expected[shell_run / "train.log"] == "trained\nwarned\n"
+    assert recorded_commands(out / run_dir.COMMANDS) == [cmd, ["sh", "-c", "echo evaluated"]]
+    subprocess.run(["rm", "-r", str(tmp_path / "runs")], check=True)
+    subprocess.run(["env", "-i", "bash", run_dir.COMMANDS], cwd=out, check=True)
+    assert {path: path.read_text() for path in expected} == expected
+
+
 def test_run_in_marks_a_run_done_only_when_it_succeeds_and_reuses_it(tmp_path):
     ok, failed = tmp_path / "ok", tmp_path / "failed"
     assert shell(f"run_in {ok} {ok}/log echo trained", tmp_path).returncode == 0
