@@ -14,7 +14,8 @@
 #    updates, next to the unigram baseline's) and OUT/time_to_target/ (the fraction of the baseline's updates
 #    NormFormer needs to reach the baseline's final MLM perplexity, normformer-analyze time-to-target).
 # UPDATES (default 1000) sets every run's length (10% warmup, then linear decay, validation every UPDATES/10);
-# PRECISION=bf16 trains with --bf16 (default fp32). Two single-threaded runs at a time (JOBS). Runs follow
+# PRECISION=bf16 trains with --bf16 (default fp32); EXTRA_FLAGS are added to every fairseq-train command (e.g.
+# --layernorm-embedding, README.md's embedding probe). Two single-threaded runs at a time (JOBS). Runs follow
 # recipes/_run_dir.sh: finished runs are reused, OUT/commands.sh records every command, DRY_RUN=1 prints them.
 SCALES=small
 source "$(dirname "$0")/_lm_common.sh"
@@ -27,6 +28,7 @@ case "$PRECISION" in
   bf16) PRECISION_FLAGS=(--bf16) ;;
   *) echo "PRECISION must be fp32 or bf16, got '$PRECISION'" >&2; exit 2 ;;
 esac
+read -ra EXTRA <<<"${EXTRA_FLAGS:-}"
 
 CORPUS="$REPO/work/recipes/corpus-pydocs-bert-v2000"
 [ "$DRY_RUN" = 1 ] || run "$BIN/normformer-build-corpus" --out "$CORPUS" --format bert --python-docs --vocab-size 2000 >&2
@@ -36,7 +38,7 @@ COMMON=("$CORPUS/data-bin" --task mlm_nsp --criterion mlm_nsp --tokens-per-sampl
   --weight-decay 0.01 --clip-norm 1.0 --lr-scheduler polynomial_decay --warmup-updates $((UPDATES / 10))
   --total-num-update "$UPDATES" --max-update "$UPDATES" --validate-interval-updates $((UPDATES / 10))
   --validate-interval 1000 --save-interval-updates 100000 --no-epoch-checkpoints --required-batch-size-multiple 1
-  --cpu --num-workers 0 --log-format simple --log-interval 50 "${PRECISION_FLAGS[@]}")
+  --cpu --num-workers 0 --log-format simple --log-interval 50 "${PRECISION_FLAGS[@]}" "${EXTRA[@]}")
 declare -A ARCH=([preln]=preln_bert_base [normformer]=normformer_bert_base)
 declare -A NAME=([preln]="Pre-LN" [normformer]=NormFormer)
 declare -A GRID=([preln]="$PRELN_LRS" [normformer]="$NF_LRS")
