@@ -26,7 +26,11 @@ from .test_resume_data_parallel import (  # noqa: F401  (lm_reference: the 1-pro
 )
 
 RESTARTS = ["--max-restarts", "1"]
-KILLED_AFTER = UPDATES // 2  # rank 1 is killed once rank 0 has logged this update
+# Rank 1 is SIGKILLed, from the thread that reads the launchers' output, as soon as rank 0 has saved the checkpoint
+# of update 1: UPDATES - 1 updates, each with an all-reduce rank 1 must join, are then still to run. (Killed after
+# rank 0's log line of update UPDATES // 2, as the test first did, a loaded machine could deliver the kill after the
+# last all-reduce: rank 0 finished, exit 0, and rank 1's restart found no one to rendezvous with, exit 1.)
+KILL_AT = "@ 1 updates"  # fairseq: "Saved checkpoint ... (epoch 1 @ 1 updates, ...)"
 
 
 def c10d_rendezvous(port) -> list:
@@ -34,10 +38,12 @@ def c10d_rendezvous(port) -> list:
 
 
 class Printed:
-    """What the launchers print, read by a thread each."""
+    """What the launchers print, read by a thread each; ``action`` runs in the reading thread, with no delay, at
+    the first line that holds ``trigger``."""
 
-    def __init__(self, launchers):
-        self.lines = []
+    def __init__(self, launchers, trigger: str, action):
+        self.lines, self.trigger, self.action, self.acted = [], trigger, action, threading.Event()
+        self.lock = threading.Lock()
         self.readers = [threading.Thread(target=self.read, args=(launcher,)) for launcher in launchers]
         for reader in self.readers:
             reader.start()
@@ -45,6 +51,10 @@ class Printed:
     def read(self, launcher):
         for line in launcher.stdout:
             self.lines.append(line)
+            with self.lock:
+                if self.trigger in line and not self.acted.is_set():
+                    self.action()
+                    self.acted.set()
 
     def wait_for(self, text: str, times: int = 1):
         while sum(text in line for line in list(self.lines)) < times:
@@ -70,13 +80,20 @@ def worker(launchers, rank: int, not_pids=()) -> psutil.Process:
 
 
 def kill_rank_1_and_finish(launchers) -> str:
-    """SIGKILL of rank 1 once rank 0 has logged update KILLED_AFTER; the restarted rank 0 is held until
+    """SIGKILL of rank 1 once rank 0 has saved update 1 (KILL_AT); the restarted rank 0 is held until
     the restarted rank 1 is in process-group init. Every launcher must finish by itself, exit 0.
     Returns all they printed."""
-    printed = Printed(launchers)
-    first = [worker(launchers, rank) for rank in (0, 1)]
-    printed.wait_for(f'"num_updates": "{KILLED_AFTER}"')
-    first[1].send_signal(signal.SIGKILL)
+    first, found = [], threading.Event()
+
+    def kill_rank_1():
+        found.wait(timeout=60)  # the workers are up within seconds, before update 1
+        first[1].send_signal(signal.SIGKILL)
+
+    printed = Printed(launchers, KILL_AT, kill_rank_1)
+    first += [worker(launchers, rank) for rank in (0, 1)]
+    found.set()
+    printed.wait_for(KILL_AT)
+    assert printed.acted.wait(timeout=60), "rank 1 was not killed"
     restarted_rank_0 = worker(launchers, 0, not_pids=[process.pid for process in first])
     restarted_rank_0.send_signal(signal.SIGSTOP)
     printed.wait_for("distributed init (rank 1)", times=2)
