@@ -52,11 +52,15 @@ def test_time_to_target_is_the_first_validation_at_the_baselines_final_ppl(tmp_p
     result = time_to_target(baseline, candidate)
     # target 20 (baseline, update 6, wall 60 s); first candidate ppl <= 20 is 19 at update 4, wall 48 s
     assert (result.target_ppl, result.baseline_updates, result.baseline_wall) == (20.0, 6, 60)
-    assert (result.hit_update, result.hit_ppl, result.hit_wall) == (4, 19.0, 48)
+    assert (result.hit_update, result.hit_ppl, result.hit_wall, result.previous_update) == (4, 19.0, 48, 2)
     assert result.update_fraction == pytest.approx(4 / 6) and result.wall_fraction == pytest.approx(0.8)
 
+    at_first = read_training_log(write_log(tmp_path / "f.log", fmt, {2: 20.0, 4: 18.0, 6: 15.0}, 12))
+    assert (time_to_target(baseline, at_first).hit_update, time_to_target(baseline, at_first).previous_update) == (2, 0)
+
     never = read_training_log(write_log(tmp_path / "n.log", fmt, {2: 45.0, 4: 25.0, 6: 21.0}, 12))
-    assert time_to_target(baseline, never).hit_update is None and time_to_target(baseline, never).update_fraction is None
+    missed = time_to_target(baseline, never)
+    assert (missed.hit_update, missed.previous_update, missed.update_fraction) == (None, None, None)
 
 
 def test_missing_validation_and_foreign_logs_are_named(tmp_path):
