@@ -42,14 +42,23 @@ def print_bad_input_as_one_line() -> None:
     previous = sys.excepthook
 
     def excepthook(kind, error, traceback):
-        if issubclass(kind, BadInput):
+        bad_input = bad_input_behind(error)
+        if bad_input is not None:
             for undo in UNDO_ON_BAD_INPUT:
                 undo()
-            print_error(str(error))
+            print_error(str(bad_input))
         else:
             previous(kind, error, traceback)
 
     sys.excepthook = excepthook
+
+
+def bad_input_behind(error):
+    """The BadInput ``error`` is, or was raised while handling (fairseq's trainer turns any failed
+    ``load_state_dict`` into "Cannot load model parameters ..."); None if there is none."""
+    while error is not None and not isinstance(error, BadInput):
+        error = error.__cause__ or error.__context__
+    return error
 
 
 def print_error(message: str) -> None:

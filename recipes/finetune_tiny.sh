@@ -21,9 +21,10 @@
 # Checkpoints pre-trained elsewhere (e.g. recipes/mlm_small.sh's): CORPUS=DIR, the corpus they were pre-trained on (its
 # spm.model and data-bin/dict.txt tokenize the tasks; nothing is built or pre-trained), and
 # PRETRAINED="LABEL=ARCH:CHECKPOINT ...": each label fine-tuned from its checkpoint with its --arch, then one run per
-# distinct ARCH from scratch ("ARCH, from scratch"), all with SIZE_FLAGS (the checkpoints' size: set it) and the same
-# data, updates, LR and seeds. A "{seed}/" in CHECKPOINT is seed K's directory (nothing for seed 1, seedK/ after):
-# seed K fine-tunes from seed K's pre-training. Runs in WORKDIR/TASK/pretrained-<label>, WORKDIR/TASK/scratch-ARCH;
+# distinct ARCH from scratch ("ARCH, from scratch"), all with SIZE_FLAGS (the checkpoints' size: set it; add
+# --no-layernorm-embedding for BERT checkpoints without the embedding LayerNorm) and the same data, updates, LR and
+# seeds. A "{seed}/" in CHECKPOINT is seed K's directory (nothing for seed 1, seedK/ after): seed K fine-tunes from
+# seed K's pre-training. Runs in WORKDIR/TASK/pretrained-<label>, WORKDIR/TASK/scratch-ARCH;
 # tables: TASK/results.md (every run, differences to the first label) and TASK/pretraining-ARCH.md (ARCH from
 # scratch first: what each of its checkpoints buys). Use a WORKDIR of its own (data/swag is binarized with CORPUS).
 set -euo pipefail

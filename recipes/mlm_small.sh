@@ -7,22 +7,23 @@
 #   recipes/mlm_small.sh small [OUT_DIR]           (default OUT_DIR: work/recipes/mlm_small-small)
 #
 # 1. LR sweep, one seed: Pre-LN at every LR of PRELN_LRS, NormFormer at every LR of NF_LRS (LRS sets both;
-#    defaults: the grids of docs/results/small/mlm/, each model's best inside its grid): OUT/lr_sweep.md.
-# 2. Seeds: each model at its own LR (BASE_LR, NF_LR; default: the sweep's best, docs/results/small/mlm/)
+#    defaults: the grids of docs/results/small/mlm/embedding_ln/, each model's best inside its grid): OUT/lr_sweep.md.
+# 2. Seeds: each model at its own LR (BASE_LR, NF_LR; default: the sweep's best, docs/results/small/mlm/embedding_ln/)
 #    SEEDS times (the sweep's run is seed 1): OUT/seeds.md (mean ± std, NormFormer's difference as a 95%
 #    interval paired by seed), OUT/mlm_curves.{md,png} (validation MLM accuracy and perplexity against
 #    updates, next to the unigram baseline's) and OUT/time_to_target/ (the fraction of the baseline's updates
 #    NormFormer needs to reach the baseline's final MLM perplexity, normformer-analyze time-to-target).
 # UPDATES (default 1000) sets every run's length (10% warmup, then linear decay, validation every UPDATES/10);
-# PRECISION=bf16 trains with --bf16 (default fp32); EXTRA_FLAGS are added to every fairseq-train command (e.g.
-# --layernorm-embedding, README.md's embedding probe). Two single-threaded runs at a time (JOBS). Runs follow
-# recipes/_run_dir.sh: finished runs are reused, OUT/commands.sh records every command, DRY_RUN=1 prints them.
+# PRECISION=bf16 (the default) trains with --bf16, PRECISION=fp32 without; EXTRA_FLAGS are added to every
+# fairseq-train command (e.g. --no-layernorm-embedding, the first study of docs/results/small/mlm/). Two
+# single-threaded runs at a time (JOBS). Runs follow recipes/_run_dir.sh: finished runs are reused, OUT/commands.sh
+# records every command, DRY_RUN=1 prints them.
 SCALES=small
 source "$(dirname "$0")/_lm_common.sh"
-PRELN_LRS="${LRS:-${PRELN_LRS:-1.25e-4 2.5e-4 5e-4}}" NF_LRS="${LRS:-${NF_LRS:-1.25e-4 2.5e-4 5e-4 1e-3}}"
-BASE_LR="${BASE_LR:-2.5e-4}" NF_LR="${NF_LR:-5e-4}"
+PRELN_LRS="${LRS:-${PRELN_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}}" NF_LRS="${LRS:-${NF_LRS:-5e-4 1e-3 2e-3}}"
+BASE_LR="${BASE_LR:-1e-3}" NF_LR="${NF_LR:-1e-3}"
 UPDATES="${UPDATES:-1000}"
-PRECISION="${PRECISION:-fp32}"
+PRECISION="${PRECISION:-bf16}"
 case "$PRECISION" in
   fp32) PRECISION_FLAGS=() ;;
   bf16) PRECISION_FLAGS=(--bf16) ;;

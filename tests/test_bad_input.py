@@ -251,3 +251,24 @@ def test_bad_checkpoint_checks_switch(save_dir, tiny_lm_corpus, monkeypatch):
     args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3")
     message = re.escape("NORMFORMER_CHECKPOINT_CHECKS must be 1 (the default) or 0, not 'off'")
     fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)
+
+
+@pytest.mark.parametrize(
+    "pretrained, resumed, flag",
+    [(["--no-layernorm-embedding"], [], "--no-layernorm-embedding"), ([], ["--no-layernorm-embedding"], "--layernorm-embedding")],
+    ids=["checkpoint-without", "model-without"],
+)
+def test_embedding_layernorm_mismatch_is_one_line_naming_the_flag(pretrained, resumed, flag, tiny_bert_corpus, tmp_path):
+    """The BERT presets keep BERT's embedding LayerNorm: a checkpoint pre-trained without one (as they were
+    before) restored into one with it, or the other way round (as fine-tuning does: --reset-optimizer);
+    fairseq: "Exception: Cannot load model parameters from checkpoint" and a traceback."""
+    save_dir = tmp_path / "pretrained"
+    run_fairseq_train(tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "1", *pretrained))
+    before = snapshot(save_dir)
+    args = tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "2", "--reset-optimizer", *resumed)
+    result = run_fairseq_train(args, check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    has = "has no" if flag == "--no-layernorm-embedding" else "has a"
+    assert result.stderr.strip().splitlines()[-1].startswith(f"fairseq-train: error: the checkpoint {has} LayerNorm on the embeddings")
+    assert result.stderr.strip().endswith(f"pass {flag}")
+    assert snapshot(save_dir) == before

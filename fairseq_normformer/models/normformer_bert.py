@@ -170,7 +170,8 @@ class NormFormerBertModel(NormFormerRobertaModel):
 # ---------------------------------------------------------------------------------------------
 # Presets. `postln_bert_*` are BERT as published (Post-LN, LayerNorm on the embeddings; fairseq's
 # legacy masked_lm model already owns the names bert_base/bert_large); `preln_bert_*` the Pre-LN
-# baselines and `normformer_bert_*` those with the NormFormer operations.
+# baselines (also with BERT's embedding LayerNorm; --no-layernorm-embedding drops it) and
+# `normformer_bert_*` those with the NormFormer operations.
 # ---------------------------------------------------------------------------------------------
 @register_model_architecture("normformer_bert", "normformer_bert")
 def bert_base_architecture(args):
@@ -192,6 +193,9 @@ def postln_bert_large(args):
 
 @register_model_architecture("normformer_bert", "preln_bert_base")
 def preln_bert_base(args):
+    # BERT's LayerNorm on the embeddings (roberta_prenorm drops it): without it, BERT's init (std 0.02)
+    # leaves the tokens a few % of NormFormer's residual stream (docs/results/small/mlm, "The embedding LayerNorm")
+    args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", True)
     preln_architecture(args)
     bert_base_architecture(args)
 

@@ -20,6 +20,7 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 from omegaconf import OmegaConf
 
+from ..checks import BadInput
 from ..modules import LayerConfig, NormFormerEncoderLayer, resolve_layernorm_impl
 from .normformer_lm import normformer_operations
 from .options import add_normformer_args, fill_option_defaults
@@ -63,6 +64,25 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
     def add_args(parser):
         RobertaModel.add_args(parser)
         add_normformer_args(parser)
+        parser.add_argument("--no-layernorm-embedding", dest="layernorm_embedding", action="store_false",
+                            help="no LayerNorm on the embeddings, where the preset has one (the BERT presets)")
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        self.check_embedding_layernorm(state_dict, name + "." if name else "")
+        super().upgrade_state_dict_named(state_dict, name)
+
+    def check_embedding_layernorm(self, state_dict, prefix):
+        """A checkpoint with an embedding LayerNorm where this model has none, or the other way round
+        (a checkpoint of a BERT preset from before they kept BERT's), is named with the flag to pass."""
+        encoder = f"{prefix}encoder.sentence_encoder."
+        ours = self.encoder.sentence_encoder.layernorm_embedding is not None
+        theirs = f"{encoder}layernorm_embedding.weight" in state_dict
+        if ours == theirs or not any(k.startswith(encoder) for k in state_dict):
+            return
+        if theirs:
+            raise BadInput("the checkpoint has a LayerNorm on the embeddings, this model none: pass --layernorm-embedding")
+        raise BadInput("the checkpoint has no LayerNorm on the embeddings, this model one (the BERT presets keep "
+                       "BERT's): pass --no-layernorm-embedding")
 
     @classmethod
     def build_model(cls, args, task):

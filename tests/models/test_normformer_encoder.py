@@ -50,7 +50,17 @@ def test_normformer_presets_add_the_paper_operations_on_pre_ln(arch):
         "attn_ln.weight", "attn_ln.bias", "ffn_layernorm.weight", "ffn_layernorm.bias", "self_attn.head_scale"
     }  # fmt: skip
     assert model.encoder.sentence_encoder.layer_norm is not None  # Pre-LN: a final LayerNorm
-    assert model.encoder.sentence_encoder.layernorm_embedding is None
+
+
+@pytest.mark.parametrize("arch, kept", [("preln_roberta_base", False), ("normformer_roberta_base", False),
+                                        ("preln_bert_base", True), ("normformer_bert_base", True)])  # fmt: skip
+def test_embedding_layernorm_as_fairseqs_roberta_prenorm_or_berts_and_the_command_line_decides(arch, kept):
+    d = dictionary_with_mask()
+    embedding_ln = [
+        build_encoder_model(arch, d, TINY_ENCODER + flag).encoder.sentence_encoder.layernorm_embedding
+        for flag in ([], ["--layernorm-embedding"], ["--no-layernorm-embedding"])
+    ]
+    assert [ln is not None for ln in embedding_ln] == [kept, True, False]
 
 
 def test_extra_switches_from_the_command_line():

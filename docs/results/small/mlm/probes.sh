@@ -5,7 +5,7 @@ export OMP_NUM_THREADS=1
 unset MKL_NUM_THREADS
 probe() {  # ARCH LR NAME [EXTRA FLAGS]: the sweep's model and batch, a 1500-update schedule with 100 warmup updates
   .venv/bin/fairseq-train work/recipes/corpus-pydocs-bert-v2000/data-bin --user-dir fairseq_normformer --task mlm_nsp \
-    --criterion mlm_nsp --tokens-per-sample 128 --arch "$1" --encoder-layers 4 --encoder-embed-dim 256 \
+    --criterion mlm_nsp --tokens-per-sample 128 --arch "$1" --no-layernorm-embedding --encoder-layers 4 --encoder-embed-dim 256 \
     --encoder-ffn-embed-dim 1024 --encoder-attention-heads 4 --dropout 0.1 --attention-dropout 0.1 --optimizer adam \
     --adam-betas "(0.9, 0.98)" --adam-eps 1e-06 --weight-decay 0.01 --clip-norm 1.0 --lr-scheduler polynomial_decay \
     --lr "$2" --warmup-updates 100 --total-num-update 1500 --max-update 1500 --batch-size 32 --validate-interval-updates 100 \
