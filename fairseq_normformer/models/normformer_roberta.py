@@ -75,6 +75,8 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
         """A checkpoint with an embedding LayerNorm where this model has none, or the other way round
         (a checkpoint of a BERT preset from before they kept BERT's), is named with the flag to pass."""
         encoder = f"{prefix}encoder.sentence_encoder."
+        if not hasattr(self.encoder.sentence_encoder, "layernorm_embedding"):
+            return  # LaMBERT's encoder (models/lambert.py) has its own
         ours = self.encoder.sentence_encoder.layernorm_embedding is not None
         theirs = f"{encoder}layernorm_embedding.weight" in state_dict
         if ours == theirs or not any(k.startswith(encoder) for k in state_dict):
