@@ -255,17 +255,22 @@ def test_bad_checkpoint_checks_switch(save_dir, tiny_lm_corpus, monkeypatch):
 
 @pytest.mark.parametrize(
     "pretrained, resumed, flag",
-    [(["--no-layernorm-embedding"], [], "--no-layernorm-embedding"), ([], ["--no-layernorm-embedding"], "--layernorm-embedding")],
-    ids=["checkpoint-without", "model-without"],
+    [
+        (["--no-layernorm-embedding"], ["--reset-optimizer"], "--no-layernorm-embedding"),
+        ([], ["--reset-optimizer", "--no-layernorm-embedding"], "--layernorm-embedding"),
+        (["--no-layernorm-embedding"], [], "--no-layernorm-embedding"),
+    ],
+    ids=["checkpoint-without", "model-without", "resumed-with-adam-state"],
 )
 def test_embedding_layernorm_mismatch_is_one_line_naming_the_flag(pretrained, resumed, flag, tiny_bert_corpus, tmp_path):
     """The BERT presets keep BERT's embedding LayerNorm: a checkpoint pre-trained without one (as they were
-    before) restored into one with it, or the other way round (as fine-tuning does: --reset-optimizer);
+    before) restored into one with it, or the other way round, as fine-tuning does (--reset-optimizer) or as a
+    resumed run does (whose Adam state is mapped by parameter name first: it named a parameter, not the flag);
     fairseq: "Exception: Cannot load model parameters from checkpoint" and a traceback."""
     save_dir = tmp_path / "pretrained"
     run_fairseq_train(tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "1", *pretrained))
     before = snapshot(save_dir)
-    args = tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "2", "--reset-optimizer", *resumed)
+    args = tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "2", *resumed)
     result = run_fairseq_train(args, check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     has = "has no" if flag == "--no-layernorm-embedding" else "has a"

@@ -17,10 +17,10 @@ class TimeToTarget:
     target_ppl: float  # the baseline's final validation perplexity
     baseline_updates: int  # updates of the baseline's final validation
     baseline_wall: Optional[float]  # seconds, fairseq's `wall` at that validation
-    hit_update: Optional[int]  # first validation of the other run with ppl <= target; None: never
-    previous_update: Optional[int]  # the validation before it (0: the hit is the first): the crossing is after
-    hit_wall: Optional[float]
-    hit_ppl: Optional[float]
+    hit_update: Optional[int] = None  # first validation of the other run with ppl <= target; None: never
+    previous_update: Optional[int] = None  # the validation before it (0: the hit is the first): the crossing is after
+    hit_wall: Optional[float] = None
+    hit_ppl: Optional[float] = None
 
     @property
     def update_fraction(self) -> Optional[float]:
@@ -45,17 +45,18 @@ def time_to_target(baseline: TrainingLog, candidate: TrainingLog, metric: str = 
     """metric: the validation perplexity to compare (a masked LM's is ``mlm_ppl``)."""
     target, baseline_updates = baseline.final_metric(metric), baseline.final_valid()["num_updates"]
     candidate.final_valid()  # a clear error when the other run has no validation either
+    baseline_part = dict(target_ppl=target, baseline_updates=baseline_updates,
+                         baseline_wall=baseline.wall_at(baseline_updates))  # fmt: skip
     k = next((k for k, r in enumerate(candidate.valid) if r.get(metric, float("inf")) <= target), None)
-    hit = None if k is None else candidate.valid[k]
-    hit_update = None if hit is None else hit["num_updates"]
+    if k is None:
+        return TimeToTarget(**baseline_part)
+    hit = candidate.valid[k]
     return TimeToTarget(
-        target_ppl=target,
-        baseline_updates=baseline_updates,
-        baseline_wall=baseline.wall_at(baseline_updates),
-        hit_update=hit_update,
-        previous_update=None if k is None else (candidate.valid[k - 1]["num_updates"] if k else 0),
-        hit_wall=None if hit is None else candidate.wall_at(hit_update),
-        hit_ppl=None if hit is None else hit[metric],
+        **baseline_part,
+        hit_update=hit["num_updates"],
+        previous_update=candidate.valid[k - 1]["num_updates"] if k else 0,
+        hit_wall=candidate.wall_at(hit["num_updates"]),
+        hit_ppl=hit[metric],
     )
 
 

@@ -264,5 +264,8 @@ def upgrade_state_dict(state):
     current = current_layout(trainer)
     recorded = (state.get("extra_state") or {}).get(LAYOUT_KEY)
     if isinstance(state.get("last_optimizer_state"), dict) and not checkpoint_cfg.reset_optimizer:
+        check_model_weights = getattr(trainer._model, "check_checkpoint_weights", None)
+        if check_model_weights:  # the model's refusal names the flag to pass; ours would name a parameter
+            check_model_weights(state["model"])
         move_optimizer_state(state, recorded or inferred_layout(state, current), current, trainer)
     return state

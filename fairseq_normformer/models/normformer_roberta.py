@@ -68,12 +68,13 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
                             help="no LayerNorm on the embeddings, where the preset has one (the BERT presets)")
 
     def upgrade_state_dict_named(self, state_dict, name):
-        self.check_embedding_layernorm(state_dict, name + "." if name else "")
+        self.check_checkpoint_weights(state_dict, name + "." if name else "")
         super().upgrade_state_dict_named(state_dict, name)
 
-    def check_embedding_layernorm(self, state_dict, prefix):
+    def check_checkpoint_weights(self, state_dict, prefix=""):
         """A checkpoint with an embedding LayerNorm where this model has none, or the other way round
-        (a checkpoint of a BERT preset from before they kept BERT's), is named with the flag to pass."""
+        (a checkpoint of a BERT preset from before they kept BERT's), is named with the flag to pass.
+        fixes/optimizer_state.py calls it too, before it maps a resumed run's Adam state by parameter name."""
         encoder = f"{prefix}encoder.sentence_encoder."
         if not hasattr(self.encoder.sentence_encoder, "layernorm_embedding"):
             return  # LaMBERT's encoder (models/lambert.py) has its own
