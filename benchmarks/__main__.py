@@ -71,7 +71,7 @@ def hf_generate_command(args, argv: list):
     results["versions"]["transformers"] = transformers.__version__
     if args.note:
         results["note"] = args.note
-    results.update(measure_generate(args.rounds, args.prompt_len, args.new_tokens))
+    results.update(measure_generate(args.builds, args.rounds, args.prompt_len, args.new_tokens))
     _write(args.results_dir / "hf_generate_cpu.json", results)
 
 
@@ -104,8 +104,10 @@ def main(argv=None):
     lam.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="where the corpus is built")
     lam.add_argument("--note", default="", help="a sentence about the run, kept in the JSON")
     gen = commands.add_parser("hf-generate", help="greedy generate() of the HF exports against GPT-2, one thread")
-    gen.add_argument("--rounds", type=int, default=201,
-                     help="rounds, each model once a round (the median of the per-round ratios and its 95%% interval)")
+    gen.add_argument("--builds", type=int, default=25,
+                     help="fresh builds of the models (the median of their ratios and its 95%% interval)")
+    gen.add_argument("--rounds", type=int, default=10,
+                     help="rounds a build, each model once a round (a build's ratio: the median of its rounds')")
     gen.add_argument("--prompt-len", type=int, default=16, help="prompt tokens")
     gen.add_argument("--new-tokens", type=int, default=64, help="greedy new tokens a generate() call")
     gen.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")

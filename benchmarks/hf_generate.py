@@ -38,26 +38,34 @@ def generate_greedy(model, prompt: torch.Tensor, new_tokens: int) -> torch.Tenso
 
 
 @torch.no_grad()
-def measure_generate(rounds: int, prompt_len: int, new_tokens: int, shape: dict = SHAPE) -> dict:
-    """Per model: the seconds of each round by clock (wall, and this process's CPU time), the models
-    back to back within each round, each round started by the next model; the garbage collector off
-    while a call is timed (as timeit does), so that no model pays for another's garbage."""
-    built = models(shape)
+def measure_generate(builds: int, rounds: int, prompt_len: int, new_tokens: int, shape: dict = SHAPE) -> dict:
+    """Per model: the seconds of each round by clock (wall, and this process's CPU time) and its build.
+    Each build makes the three models afresh (new weights in new memory), warms them up and times
+    ``rounds`` rounds: where the weights lie moves a model's speed by several percent for the build's
+    life (two idle runs of one build each: NormFormer at 0.950 and 0.989 of GPT-2's time), so the
+    builds sample it. In a round the models run back to back, each round started by the next model;
+    the garbage collector is off while a call is timed (as timeit does)."""
     prompt = torch.randint(4, shape["vocab"], (1, prompt_len), generator=torch.Generator().manual_seed(0))
-    for _, model in built.values():  # warm-up
-        generate_greedy(model, prompt, new_tokens)
-    seconds, names = {name: [] for name in built}, list(built)
-    for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # each model first in turn
-            gc.collect()
-            gc.disable()
-            wall, cpu = time.perf_counter(), time.process_time()
-            generate_greedy(built[name][1], prompt, new_tokens)
-            seconds[name].append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu})
-            gc.enable()
+    seconds, labels = {}, {}
+    for build in range(builds):
+        built = models(shape)
+        for name, (label, model) in built.items():
+            labels[name] = label
+            generate_greedy(model, prompt, new_tokens)  # warm-up
+        names = list(built)
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:  # each model first in turn
+                gc.collect()
+                gc.disable()
+                wall, cpu = time.perf_counter(), time.process_time()
+                generate_greedy(built[name][1], prompt, new_tokens)
+                elapsed = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "build": build}
+                seconds.setdefault(name, []).append(elapsed)
+                gc.enable()
+        del built
     return {
         "shape": shape,
         "prompt_len": prompt_len,
         "new_tokens": new_tokens,
-        "models": {name: {"label": label, "seconds": seconds[name]} for name, (label, _) in built.items()},
+        "models": {name: {"label": labels[name], "seconds": seconds[name]} for name in labels},
     }

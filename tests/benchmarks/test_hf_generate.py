@@ -1,9 +1,10 @@
 """benchmarks/hf_generate.py at a tiny shape: the three models do the same work (as many new tokens,
-through the same shapes), and the report's ratio is the median of the per-round ratios."""
+through the same shapes), and the report's ratio is the median over builds of each build's median
+per-round ratio."""
 import torch
 
 from benchmarks.hf_generate import generate_greedy, measure_generate, models
-from benchmarks.report import hf_generate_section, median_interval
+from benchmarks.report import build_ratios, hf_generate_section, median_interval
 
 TINY = dict(layers=2, embed=32, heads=4, ffn=64, vocab=50, max_positions=64)
 
@@ -16,16 +17,23 @@ def test_every_model_generates_the_asked_tokens_and_has_the_same_shape():
     sizes = {name: sum(p.numel() for n, p in model.named_parameters() if "layers" in n or ".h." in n)
              for name, (_, model) in built.items()}  # fmt: skip
     assert sizes["gpt2"] == sizes["preln"] < sizes["normformer"]  # NormFormer adds its LayerNorms and γ
-    results = measure_generate(rounds=2, prompt_len=5, new_tokens=7, shape=TINY)
-    assert [len(m["seconds"]) for m in results["models"].values()] == [2, 2, 2]
+    results = measure_generate(builds=2, rounds=3, prompt_len=5, new_tokens=7, shape=TINY)
+    for m in results["models"].values():
+        assert [r["build"] for r in m["seconds"]] == [0, 0, 0, 1, 1, 1]
     prompt = torch.arange(4, 9)[None]
     for _, model in built.values():
         assert generate_greedy(model, prompt, 7).shape == (1, 12)
 
 
-def test_section_reports_the_median_of_per_round_ratios_with_its_interval_and_judges_the_bound():
-    def rounds(*seconds):
-        return [{"cpu": s} for s in seconds]
+def test_a_builds_ratio_is_the_median_of_its_rounds_ratios():
+    gpt2 = {"seconds": [{"cpu": 1.0, "build": b} for b in (0, 0, 0, 1, 1, 1)]}
+    model = {"seconds": [{"cpu": s, "build": b} for s, b in zip((1.1, 3.0, 0.9, 0.8, 0.7, 0.75), (0, 0, 0, 1, 1, 1))]}
+    assert build_ratios(model, gpt2, "cpu") == [1.1, 0.75]  # a slow round (3.0) does not move its build's
+
+
+def test_section_reports_the_median_of_the_builds_ratios_with_its_interval_and_judges_the_bound():
+    def rounds(*seconds):  # one round a build
+        return [{"cpu": s, "build": b} for b, s in enumerate(seconds)]
 
     gpt2 = (1.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # round 2 slow for all: the ratios pair it away
     results = {
@@ -36,8 +44,8 @@ def test_section_reports_the_median_of_per_round_ratios_with_its_interval_and_ju
                    "normformer": {"label": "N", "seconds": rounds(1.1, 2.0, 1.04, 1.0, 1.02, 1.01, 1.03, 0.99, 1.0)}},
     }  # fmt: skip
     section = hf_generate_section(results, "x.json")
-    # ratios 1.1, 1.0, 1.04, 1.0, 1.02, 1.01, 1.03, 0.99, 1.0; sorted: the median the 5th (1.01), for
-    # 9 rounds the 95% interval the 2nd and 8th (1.0, 1.04)
+    # builds' ratios 1.1, 1.0, 1.04, 1.0, 1.02, 1.01, 1.03, 0.99, 1.0; sorted: the median the 5th (1.01),
+    # for 9 builds the 95% interval the 2nd and 8th (1.0, 1.04)
     assert "| `normformer`: N | 102.00 | 1.010 [1.000, 1.040] |" in section
     assert "| `preln`: P | 100.00 | 1.000 [1.000, 1.000] |" in section
     assert "`normformer` 0.990–1.100" in section
