@@ -41,9 +41,9 @@ def generate_greedy(model, prompt: torch.Tensor, new_tokens: int) -> torch.Tenso
 def measure_generate(builds: int, rounds: int, prompt_len: int, new_tokens: int, shape: dict = SHAPE) -> dict:
     """Per model: the seconds of each round by clock (wall, and this process's CPU time) and its build.
     Each build makes the three models afresh (new weights in new memory), warms them up and times
-    ``rounds`` rounds: where the weights lie moves a model's speed by several percent for the build's
-    life (two idle runs of one build each: NormFormer at 0.950 and 0.989 of GPT-2's time), so the
-    builds sample it. In a round the models run back to back, each round started by the next model;
+    ``rounds`` rounds: a model's speed holds for a build's life but differs between builds by several
+    percent, likely with where its weights lie (two idle runs of one build each: NormFormer at 0.950
+    and 0.989 of GPT-2's time), so the builds sample it. In a round the models run back to back, each round started by the next model;
     the garbage collector is off while a call is timed (as timeit does)."""
     prompt = torch.randint(4, shape["vocab"], (1, prompt_len), generator=torch.Generator().manual_seed(0))
     seconds, labels = {}, {}
