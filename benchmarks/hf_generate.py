@@ -38,31 +38,38 @@ def generate_greedy(model, prompt: torch.Tensor, new_tokens: int) -> torch.Tenso
 
 
 @torch.no_grad()
+def time_rounds(built: dict, prompt: torch.Tensor, new_tokens: int, rounds: int) -> dict:
+    """{name: [{"wall": s, "cpu": s} a round]} after one warm-up call each: in a round the models run
+    back to back, each round started by the next model; the garbage collector is off while a call is
+    timed (as timeit does), so that no model pays for another's garbage."""
+    for _, model in built.values():
+        generate_greedy(model, prompt, new_tokens)
+    seconds, names = {name: [] for name in built}, list(built)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # each model first in turn
+            gc.collect()
+            gc.disable()
+            wall, cpu = time.perf_counter(), time.process_time()
+            generate_greedy(built[name][1], prompt, new_tokens)
+            seconds[name].append({"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu})
+            gc.enable()
+    return seconds
+
+
 def measure_generate(builds: int, rounds: int, prompt_len: int, new_tokens: int, shape: dict = SHAPE) -> dict:
     """Per model: the seconds of each round by clock (wall, and this process's CPU time) and its build.
-    Each build makes the three models afresh (new weights in new memory), warms them up and times
-    ``rounds`` rounds: a model's speed holds for a build's life but differs between builds by several
-    percent, likely with where its weights lie (two idle runs of one build each: NormFormer at 0.950
-    and 0.989 of GPT-2's time), so the builds sample it. In a round the models run back to back, each round started by the next model;
-    the garbage collector is off while a call is timed (as timeit does)."""
+    Each build makes the three models afresh (new weights in new memory) and times ``rounds`` rounds:
+    a model's speed holds for a build's life but differs between builds by several percent, likely
+    with where its weights lie (two idle runs of one build each: NormFormer at 0.950 and 0.989 of
+    GPT-2's time), so the builds sample it."""
     prompt = torch.randint(4, shape["vocab"], (1, prompt_len), generator=torch.Generator().manual_seed(0))
-    seconds, labels = {}, {}
+    seconds = {}
     for build in range(builds):
         built = models(shape)
-        for name, (label, model) in built.items():
-            labels[name] = label
-            generate_greedy(model, prompt, new_tokens)  # warm-up
-        names = list(built)
-        for r in range(rounds):
-            for name in names[r % len(names) :] + names[: r % len(names)]:  # each model first in turn
-                gc.collect()
-                gc.disable()
-                wall, cpu = time.perf_counter(), time.process_time()
-                generate_greedy(built[name][1], prompt, new_tokens)
-                elapsed = {"wall": time.perf_counter() - wall, "cpu": time.process_time() - cpu, "build": build}
-                seconds.setdefault(name, []).append(elapsed)
-                gc.enable()
-        del built
+        labels = {name: label for name, (label, _) in built.items()}
+        for name, times in time_rounds(built, prompt, new_tokens, rounds).items():
+            seconds.setdefault(name, []).extend({**t, "build": build} for t in times)
+        del built  # freed before the next build is made
     return {
         "shape": shape,
         "prompt_len": prompt_len,
