@@ -251,16 +251,27 @@ def check_positive(cfg, names: re.Pattern, rule: str) -> None:
             raise BadInput(f"--{name.replace('_', '-')} {value}: {rule}")
 
 
+RESET_FLAGS = ("reset_optimizer", "reset_dataloader", "reset_meters", "reset_lr_scheduler")
+
+
 def check_restore_file(checkpoint_cfg, dist_cfg) -> None:
     """fairseq trains from scratch, with an info line, when --restore-file names no file (with
-    --use-sharded-state, rank r reads <name>-shard<r>.pt: the first shard is checked)."""
+    --use-sharded-state, rank r reads <name>-shard<r>.pt: the first shard is checked). So it does here
+    (fairseq's own tests name a missing x.pt to start afresh), with a warning line; but --reset-* flags
+    ask for a checkpoint's weights (fine-tuning), so a missing file with them is refused."""
     restore = checkpoint_cfg.restore_file
     if restore == "checkpoint_last.pt" or "://" in restore:
         return
     if dist_cfg.ddp_backend == "fully_sharded" and dist_cfg.use_sharded_state:
         restore = restore.replace(".pt", "-shard0.pt")
-    if not os.path.isfile(restore):
-        raise BadInput(f"--restore-file {restore!r} does not exist: fairseq would train from scratch")
+    if os.path.isfile(restore):
+        return
+    resets = [f"--{name.replace('_', '-')}" for name in RESET_FLAGS if getattr(checkpoint_cfg, name)]
+    if resets:
+        raise BadInput(f"--restore-file {restore!r} does not exist (with {' '.join(resets)}, which start from its "
+                       "weights): fairseq would train from scratch")
+    print(f"{os.path.basename(sys.argv[0])}: warning: --restore-file {restore!r} does not exist: training from scratch, as fairseq does",
+          file=sys.stderr, flush=True)  # fmt: skip
 
 
 def check_precision(common_cfg, on_cpu: bool) -> None:

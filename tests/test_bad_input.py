@@ -14,7 +14,7 @@ from fairseq_cli import eval_lm, train
 from fairseq_normformer.checks import BadInput
 
 from .conftest import USER_DIR
-from .distributed.fairseq_runs import BIN, common_args, tiny_bert_args, tiny_lm_args
+from .distributed.fairseq_runs import BIN, common_args, logged_updates, tiny_bert_args, tiny_lm_args
 from .distributed.fairseq_runs import train as run_fairseq_train
 
 OTHER_DICTIONARY = r"dictionary of data directory '.*other-data' .* does not match .*checkpoint_last.pt"
@@ -238,12 +238,23 @@ def test_sizes_must_be_positive(model_args, switch, value, rule, save_dir, tiny_
     fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)
 
 
-def test_missing_restore_file(save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
-    """fairseq logs "No existing checkpoint found" and trains from scratch."""
+def test_missing_restore_file_to_fine_tune_from(save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
+    """fairseq logs "No existing checkpoint found" and trains from scratch, also with --reset-* flags."""
     missing = tmp_path / "pretrained" / "checkpoint_best.pt"
-    args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--restore-file", missing)
-    message = re.escape(f"--restore-file '{missing}' does not exist: fairseq would train from scratch")
+    args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--restore-file", missing, "--reset-optimizer", "--reset-meters")
+    message = re.escape(f"--restore-file '{missing}' does not exist (with --reset-optimizer --reset-meters, which "
+                        "start from its weights): fairseq would train from scratch")
     fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)
+
+
+def test_missing_restore_file_alone_trains_from_scratch_as_fairseq(tiny_lm_corpus, tmp_path):
+    """fairseq's own tests (TestActivationCheckpointing) name a missing x.pt to start afresh: kept, with a line."""
+    missing = tmp_path / "x.pt"
+    log = run_fairseq_train(lm_args(tiny_lm_corpus.data_bin, tmp_path / "save", "--max-update", "1",
+                                    "--restore-file", missing))  # fmt: skip
+    assert f"warning: --restore-file '{missing}' does not exist: training from scratch, as fairseq does" in log.stderr
+    assert f"No existing checkpoint found {missing}" in log.stdout + log.stderr
+    assert list(logged_updates(log.stdout)) == [1]
 
 
 def test_bad_checkpoint_checks_switch(save_dir, tiny_lm_corpus, monkeypatch):

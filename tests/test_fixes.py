@@ -2,6 +2,7 @@
 NORMFORMER_CHECKPOINT_CHECKS switch in both states; fairseq's hydra warnings filtered, no others."""
 import importlib
 import os
+import re
 import warnings
 
 import pytest
@@ -168,3 +169,15 @@ def test_only_fairseqs_hydra_warnings_are_silenced():
     unfiltered = hydra_warnings_of_fairseqs_config(silenced=False)
     assert sum("hydra" in message.lower() or "deprecated" in message for message in unfiltered) >= 5
     assert hydra_warnings_of_fairseqs_config(silenced=True) == ["a warning of the user's own"]
+
+
+@pytest.mark.parametrize("first_byte, reason", [
+    (0x42, r"neither a zip archive nor a pickle: not a torch checkpoint"),  # random bytes
+    (0x80, r"cannot be read: Unsupported operand"),  # a pickle's first byte: torch's unpickler refuses the rest
+])  # fmt: skip
+def test_a_file_torch_cannot_read_is_one_line_without_torchs_weights_only_advice(first_byte, reason, tmp_path):
+    path = tmp_path / "checkpoint.pt"
+    path.write_bytes(bytes([first_byte, 0x2A]) + bytes(range(256)) * 4)
+    with pytest.raises(BadInput, match=rf"^checkpoint {re.escape(str(path))} .*{reason}") as refused:
+        checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    assert "weights_only" not in str(refused.value) and "\n" not in str(refused.value)

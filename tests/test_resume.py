@@ -142,3 +142,43 @@ def test_a_finished_run_run_again_trains_no_more(tiny_lm_corpus, tmp_path):
     assert "Loaded checkpoint" in again.stdout and logged_updates(again.stdout) == {}
     assert "nothing to train: update 2 reached --max-update 2" in again.stdout
     assert (tmp_path / "checkpoint_last.pt").read_bytes() == saved
+
+
+def test_unreadable_checkpoint_last_resumes_from_the_newest_intact_one(tiny_lm_corpus, tmp_path):
+    """checkpoint_last.pt overwritten with random bytes, and the checkpoint of its update emptied (a disk
+    fault): checkpoint_last is moved aside, the run resumes from checkpoint_1_3.pt and ends equal to the
+    uninterrupted run."""
+    args = lambda save_dir, updates: tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, "--dropout", "0.1",
+                                                  "--max-update", updates)  # fmt: skip
+    reference_dir, healed_dir = tmp_path / "uninterrupted", tmp_path / "healed"
+    reference = logged_updates(train(args(reference_dir, 5)).stdout)
+    train(args(healed_dir, 4))
+    last = healed_dir / "checkpoint_last.pt"
+    random_bytes = bytes([0x42]) + random.Random(0).randbytes(last.stat().st_size - 1)  # not a pickle's 0x80
+    last.write_bytes(random_bytes)
+    (healed_dir / "checkpoint_1_4.pt").write_bytes(b"")
+    resumed = train(args(healed_dir, 5))
+    assert resumed.stderr.count("\n") == 1 and resumed.stderr.startswith(
+        "fairseq-train: checkpoint_last.pt cannot be read (checkpoint_last.pt: neither a zip archive nor a pickle: "
+        f"not a torch checkpoint): moved to {last}.corrupt; resuming from {healed_dir / 'checkpoint_1_3.pt'}"
+    ), resumed.stderr
+    assert (healed_dir / "checkpoint_last.pt.corrupt").read_bytes() == random_bytes
+    assert {update: stats["loss"] for update, stats in logged_updates(resumed.stdout).items()} == {
+        update: reference[update]["loss"] for update in (4, 5)
+    }
+    resumed_weights = model_weights(last)
+    for name, weight in model_weights(reference_dir / "checkpoint_last.pt").items():
+        assert torch.equal(resumed_weights[name], weight), name
+
+
+def test_unreadable_checkpoint_last_alone_is_one_line_and_kept(tiny_lm_corpus, tmp_path):
+    last = tmp_path / "checkpoint_last.pt"
+    last.write_bytes(bytes([0x42]) + random.Random(1).randbytes(4096))
+    before = last.read_bytes()
+    result = train(tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1), check=False)
+    assert result.returncode == 1 and result.stderr == (
+        f"fairseq-train: error: {tmp_path / 'checkpoint_last'}.pt cannot be read (checkpoint_last.pt: neither a zip "
+        f"archive nor a pickle: not a torch checkpoint) and no other checkpoint in {tmp_path} is intact: it was left "
+        "as it is; resume from a copy with --restore-file, or move it away\n"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["checkpoint_last.pt"] and last.read_bytes() == before

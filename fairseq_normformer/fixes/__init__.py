@@ -22,11 +22,13 @@ from .. import checks
 from . import (
     batch_prefetch,
     batches,
+    checkpoint_last,
     checkpoints,
     cpu_training,
     data_position,
     distributed,
     optimizer_state,
+    safe_globals,
     save_on_signal,
 )
 from .checkpoints import CHECKS_SWITCH
@@ -113,6 +115,16 @@ FIXES = {
         io_cost=f"an fsync of each checkpoint file and its directory ({SWITCHABLE}: then fairseq's save, "
         "and the copy to checkpoint_last.pt still renamed into place, without fsync)",
     ),
+    "unreadable_checkpoint_last": Fix(
+        replacements=((checkpoint_utils, "load_checkpoint", checkpoint_last.load_checkpoint),),
+        bug="a checkpoint_last.pt that cannot be read (truncated, empty, random bytes) stops every resume with "
+        "torch's traceback, which advises weights_only=False, though an intact checkpoint_E_U.pt lies beside it: "
+        "a requeued preempted job waits for a person",
+        on_cpu="resuming from the save dir's checkpoint_last (the default --restore-file), a damaged one is moved to "
+        "checkpoint_last.pt.corrupt and the newest intact checkpoint of the save dir is loaded, with one line naming "
+        "both; with none intact, one line and nothing moved; a file torch cannot unpickle is named in one line",
+        io_cost=f"on that error only: a CRC read of the save dir's checkpoints, newest first ({SWITCHABLE})",
+    ),
     "checkpoint_crc_check": Fix(
         replacements=((checkpoint_utils, "load_checkpoint_to_cpu", checkpoints.load_checkpoint_to_cpu),),
         bug="a checkpoint with damaged tensor bytes loads without a word; a truncated one fails with "
@@ -141,14 +153,14 @@ FIXES = {
     ),
     "namespace_checkpoints": Fix(
         replacements=(),
-        setup=checkpoints.allow_namespace_checkpoints,
+        setup=safe_globals.allow_namespace_checkpoints,
         bug="torch >= 2.6 loads with weights_only=True and refuses the argparse.Namespace that "
         "argparse-configured models (RoBERTa) and older fairseq checkpoints store",
         on_cpu="argparse.Namespace is added to torch's safe globals",
     ),
     "metric_arrays_in_checkpoints": Fix(
         replacements=(),
-        setup=checkpoints.allow_metric_arrays_in_checkpoints,
+        setup=safe_globals.allow_metric_arrays_in_checkpoints,
         bug="torch >= 2.6 loads with weights_only=True and refuses the numpy arrays that --eval-bleu's metrics "
         "leave in a checkpoint: fairseq-generate cannot load a translation model trained with --eval-bleu",
         on_cpu="numpy arrays, scalars and their dtypes are added to torch's safe globals",
@@ -241,9 +253,8 @@ FIXES = {
     "optimizer_state_by_name": Fix(
         replacements=(
             (Trainer, "save_checkpoint", optimizer_state.save_checkpoint),
-            (checkpoint_utils, "load_checkpoint", optimizer_state.load_checkpoint),
             (checkpoint_utils, "_upgrade_state_dict", optimizer_state.upgrade_state_dict),
-        ),
+        ),  # and fairseq's resume, checkpoint_utils.load_checkpoint, marks the run as resuming: unreadable_checkpoint_last calls it
         bug="the optimizer state is loaded by position, in the order the saving configuration kept it: "
         "FSDP's order into one process fails in Adam (size mismatch) or, where shapes coincide, puts moments "
         "on the wrong parameters; DDP into FSDP: KeyError 'param_id_map'; fp32 into --fp16: 'Optimizer does "

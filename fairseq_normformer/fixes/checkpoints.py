@@ -5,13 +5,12 @@ checked, never what is in a model, an optimizer or a training step. Their I/O co
 write, a CRC read per load, a dictionary fingerprint written and checked) are turned off with
 NORMFORMER_CHECKPOINT_CHECKS=0, read at every save and load (docs/fixes.md).
 """
-import argparse
 import hashlib
 import os
+import pickle
 import shutil
 import zipfile
 
-import numpy
 import torch
 from fairseq import checkpoint_utils
 from fairseq.file_io import PathManager
@@ -91,8 +90,8 @@ def checkpoint_damage(path: str):
         magic = f.read(4)
     if not magic:
         return "the file is empty"
-    if magic != b"PK\x03\x04":
-        return None  # torch's legacy (pre-zip) format: nothing to check
+    if magic != b"PK\x03\x04":  # torch.save's zip archive, or its legacy format: a pickle (protocol >= 2)
+        return None if magic[:1] == b"\x80" else "neither a zip archive nor a pickle: not a torch checkpoint"
     try:
         with zipfile.ZipFile(path) as archive:
             bad_record = archive.testzip()
@@ -113,7 +112,11 @@ def load_checkpoint_to_cpu(path, arg_overrides=None, load_on_all_ranks=False):
                 f"checkpoint {path} is truncated or corrupt ({damage}). It was left as it is: resume "
                 "from an intact checkpoint with --restore-file, or move it away"
             )
-    return _fairseq_load_checkpoint_to_cpu(path, arg_overrides, load_on_all_ranks)
+    try:
+        return _fairseq_load_checkpoint_to_cpu(path, arg_overrides, load_on_all_ranks)
+    except pickle.UnpicklingError as e:  # torch's message advises weights_only=False, unsafe for an unknown file
+        reason = str(e).partition("WeightsUnpickler error:")[2].strip().split("\n")[0] or str(e).split("\n")[0]
+        raise BadInput(f"checkpoint {path} cannot be read: {reason}") from None
 
 
 # --- dictionaries ---------------------------------------------------------------------------------
@@ -209,23 +212,6 @@ def load_model_ensemble_and_task(filenames, arg_overrides=None, task=None, *args
                 check_dictionaries(filename, task)
     return _fairseq_load_model_ensemble_and_task(filenames, arg_overrides, task, *args, **kwargs)
 
-
-
-def allow_namespace_checkpoints() -> None:
-    """Argparse-configured models (RobertaModel and ours built on it) and argparse-era fairseq
-    checkpoints store an argparse.Namespace; torch >= 2.6 loads with weights_only=True, which
-    refuses any class not allow-listed. A Namespace holds only command-line values."""
-    torch.serialization.add_safe_globals([argparse.Namespace])
-
-
-def allow_metric_arrays_in_checkpoints() -> None:
-    """fairseq saves its metrics' state in every checkpoint; ``--eval-bleu`` keeps BLEU's n-gram counts
-    there as numpy arrays, which torch >= 2.6's weights_only loading refuses (fairseq-generate cannot
-    load the checkpoint). Allow-list what a numpy array or scalar pickles as: data, not code."""
-    from numpy.core.multiarray import _reconstruct, scalar
-
-    dtypes = {type(numpy.dtype(name)) for name in ("int64", "int32", "float64", "float32")}
-    torch.serialization.add_safe_globals([_reconstruct, scalar, numpy.ndarray, numpy.dtype, *dtypes])
 
 
 _fairseq_verify_checkpoint_directory = checkpoint_utils.verify_checkpoint_directory

@@ -9,6 +9,7 @@ rank stops every rank after the same update; then all save checkpoint_last throu
 save_checkpoint (full or sharded, as configured), rank 0 prints one line, and every process exits
 75. A signal during the save changes nothing: the save completes.
 """
+import argparse
 import multiprocessing
 import os
 import signal
@@ -17,6 +18,7 @@ import sys
 import fairseq_cli.train as fairseq_train
 import torch
 from fairseq import checkpoint_utils
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import utils as distributed_utils
 
 from ..checks import BadInput
@@ -89,6 +91,8 @@ class TrainMain:
         self.__module__ = _fairseq_main.__module__
 
     def __call__(self, cfg, **kwargs):
+        if isinstance(cfg, argparse.Namespace):  # train.main(args), as fairseq's main accepts it
+            cfg = convert_namespace_to_omegaconf(cfg)
         Received.saving_on = saves_checkpoint_last(cfg.checkpoint) and bool(signals_to_save_on())
         install(remember if Received.saving_on else signal.SIG_DFL)  # --no-save: fairseq's behaviour
         _fairseq_main(cfg, **kwargs)
