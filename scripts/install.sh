@@ -35,8 +35,9 @@ pip_install -c "$CONSTRAINTS" -r "$CONSTRAINTS.base"
 pip_install --no-deps "$(grep '^ve-fairseq' requirements/base.txt)"
 pip_install --no-deps -e .
 # fairseq imports scikit-learn and SciPy at start-up for a few GLUE metric functions (~1 s of every process's
-# start): a .pth file defers them to their first call (fairseq_normformer/fixes/deferred_metric_imports.py).
-"$PY" fairseq_normformer/fixes/deferred_metric_imports.py
+# start): a .pth file defers them to their first call, keeps the CLIs' INFO logging and spares them hydra's warnings
+# about fairseq's code (fairseq_normformer/fixes/startup.py).
+"$PY" fairseq_normformer/fixes/startup.py
 if [ "$WITH_TEST" = "--test" ]; then
   if "$PY" -c "import triton" 2>/dev/null; then
     grep -v '^triton' requirements/test.txt > "$CONSTRAINTS.test"

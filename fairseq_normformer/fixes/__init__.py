@@ -243,11 +243,14 @@ FIXES = {
             (fairseq_train, "main", save_on_signal.TrainMain()),
             (fairseq_train, "validate_and_save", save_on_signal.validate_and_save),
         ),
+        setup=save_on_signal.warn_if_loaded_by_fairseqs_main,
         bug="SIGTERM (SLURM's, Kubernetes', a spot instance's notice of preemption) kills fairseq-train at once: "
         "everything since the last save is lost, up to a whole --save-interval-updates",
         on_cpu="the signals of NORMFORMER_SAVE_ON_SIGNAL (default SIGTERM,SIGUSR1; none: fairseq's behaviour) "
         "are recorded; at the next update boundary every rank agrees (all-reduce), saves checkpoint_last and "
-        "exits 75; a process that spawned the ranks forwards the signals to them",
+        "exits 75; a process that spawned the ranks forwards the signals to them; fairseq's main however it was "
+        "imported (fairseq-hydra-train's pre_main) is run with them; a plugin loaded inside main (fairseq-hydra-train "
+        "without the LoadPlugin callback) says in one line that they are off",
         io_cost="one all-reduce of two integers per update (none with one process)",
     ),
     "optimizer_state_by_name": Fix(

@@ -87,6 +87,7 @@ def call_main(cfg, main, **kwargs):
     and NORMFORMER_CHECKPOINT_CHECKS, then fixes fairseq's spawn on machines without CUDA devices:
     fairseq spawns min(CUDA devices, world size) = 0 processes and exits 0 without training; here
     every rank is spawned on this machine. With CUDA devices fairseq's call_main runs unchanged."""
+    main = save_on_signal.training_main(main)
     on_cpu = trains_on_cpu(cfg.common)
     if on_cpu:
         use_cpu_precision_paths(cfg)

@@ -25,7 +25,8 @@ from ..checks import BadInput
 
 SWITCH = "NORMFORMER_SAVE_ON_SIGNAL"
 DEFAULT_SIGNALS = "SIGTERM,SIGUSR1"
-EXIT_STATUS = 75  # EX_TEMPFAIL (sysexits.h): "try again later"; the same command resumes
+EXIT_STATUS = 75
+LOADER = "fairseq_normformer.hydra_callback.LoadPlugin"  # a Hydra callback that loads the plugin before the launch  # EX_TEMPFAIL (sysexits.h): "try again later"; the same command resumes
 
 _fairseq_main = fairseq_train.main
 _fairseq_validate_and_save = fairseq_train.validate_and_save
@@ -100,6 +101,25 @@ class TrainMain:
             sys.exit(EXIT_STATUS)
 
 
+def training_main(main):
+    """``main`` for call_main: fairseq's train.main however it was imported (fairseq-hydra-train holds it
+    as ``pre_main`` from before the plugin loaded) is the one with the handlers."""
+    return fairseq_train.main if main is _fairseq_main else main
+
+
+def warn_if_loaded_by_fairseqs_main() -> None:
+    """fairseq-hydra-train, or a script calling fairseq_cli.train.main, imports --user-dir inside main: after
+    the launch, so save-on-signal and the command-line checks cannot act. One line says so and how to fix it."""
+    frame = sys._getframe()
+    while frame is not None and frame.f_code is not _fairseq_main.__code__:
+        frame = frame.f_back
+    if frame is not None:
+        print(f"{os.path.basename(sys.argv[0])}: warning: fairseq_normformer was loaded inside fairseq's train.main "
+              f"(common.user_dir), after the launch: save-on-signal and the command-line checks are off for this run; "
+              f"fairseq-hydra-train: add hydra.callbacks.normformer._target_={LOADER} (docs/hydra.md)",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+
 def agreed_signal(trainer) -> tuple:
     """(signal, received after update) over all ranks: (0, -1) when none received one."""
     record = torch.tensor([Received.signal, Received.after_update], dtype=torch.long)
@@ -121,9 +141,9 @@ def validate_and_save(cfg, trainer, task, epoch_itr, valid_subsets, end_of_epoch
     wait_for_every_rank()  # every rank's part is written
     if distributed_utils.is_master(cfg.distributed_training):
         last = os.path.join(cfg.checkpoint.save_dir, f"checkpoint_last{trainer.checkpoint_suffix}.pt")
-        print(f"fairseq-train: stopped by {signal.Signals(signum).name} at update {trainer.get_num_updates()} "
-              f"(received after update {after_update}); {last} saved: run the same command to resume",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(f"{os.path.basename(sys.argv[0])}: stopped by {signal.Signals(signum).name} at update "
+              f"{trainer.get_num_updates()} (received after update {after_update}); {last} saved: run the same "
+              "command to resume", file=sys.stderr, flush=True)  # fmt: skip
     wait_for_every_rank()  # the line is out before a launcher ends the other ranks
     Received.stopped = True
     return [None], True

@@ -4,7 +4,8 @@ case), its category and, where the warning names one, the module it is raised fo
 
 fairseq 0.12 builds its config with hydra 1.0's API (``convert_namespace_to_omegaconf`` in
 fairseq/dataclass/utils.py, run by every CLI), and hydra >= 1.1 answers with six deprecation
-warnings about fairseq's code and fairseq's own config files."""
+warnings about fairseq's code and fairseq's own config files. Standard library only: fixes/startup.py
+loads this file by path at interpreter start, before fairseq-hydra-train's first warning."""
 import warnings
 
 FAIRSEQ_HYDRA_WARNINGS = (
@@ -12,7 +13,7 @@ FAIRSEQ_HYDRA_WARNINGS = (
     r"hydra\.experimental\.compose\(\) is no longer experimental",
     r"\s*The version_base parameter is not specified",
     r"In 'config': Usage of deprecated keyword in package header '# @package _group_'",
-    r"\s*'config' is validated against ConfigStore schema with the same name",
+    r"\s*'[^']*' is validated against ConfigStore schema with the same name",  # fairseq stores its schema under the config's name
     r"\s*The strict flag in the compose API is deprecated",
 )
 

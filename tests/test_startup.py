@@ -1,4 +1,4 @@
-"""The start-up hook install.sh writes (fixes/deferred_metric_imports.py): fairseq starts without
+"""The start-up hook install.sh writes (fixes/startup.py): fairseq starts without
 scikit-learn and SciPy's stats, and the metric functions fairseq imported from them give what the
 real ones give; an ``import sklearn`` afterwards is the real package."""
 import subprocess
@@ -6,7 +6,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from fairseq_normformer.fixes.deferred_metric_imports import PTH_NAME
+from fairseq_normformer.fixes.startup import PTH_NAME
 
 PROBE = """
 import sys

@@ -1,0 +1,101 @@
+"""fairseq-hydra-train with examples/hydra/normformer_lm_tiny.yaml, as its header says: relative paths from
+where the user stands, no nested directories, no warning or DEBUG line; SIGTERM saves checkpoint_last at
+the signal's update, exits 75, and the same command resumes to the uninterrupted run's losses and weights.
+Without the config's LoadPlugin callback one line says what is off."""
+import json
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+import torch
+
+from ..conftest import REPO_ROOT, python_warnings
+from ..distributed.fairseq_runs import BIN, model_weights
+
+UPDATES = 12
+STOPPED = re.compile(r"^fairseq-hydra-train: stopped by SIGTERM at update (\d+) \(received after update \d+\); "
+                     r"checkpoints/hydra_tiny/checkpoint_last.pt saved: run the same command to resume$", re.M)  # fmt: skip
+TRAIN_INNER = re.compile(r"\]\[train_inner\]\[INFO\] - (\{.*\})")
+
+
+def hydra_command(*overrides) -> list:
+    """The header's command (relative paths), with a few updates, a log line each and no interval save."""
+    return [str(BIN / "fairseq-hydra-train"), "--config-dir", str(REPO_ROOT / "examples/hydra"),
+            "--config-name", "normformer_lm_tiny", "task.data=work/corpus/data-bin", f"common.user_dir={REPO_ROOT / 'fairseq_normformer'}",
+            "checkpoint.save_dir=checkpoints/hydra_tiny", f"optimization.max_update={UPDATES}",
+            f"lr_scheduler.total_num_update={UPDATES}", "common.log_interval=1", "checkpoint.save_interval_updates=1000",
+            *overrides]  # fmt: skip
+
+
+def user_dir_with_corpus(tmp_path, name, data_bin):
+    where = tmp_path / name
+    (where / "work").mkdir(parents=True)
+    (where / "work" / "corpus").symlink_to(data_bin.parent)
+    return where
+
+
+def start(where, *overrides) -> subprocess.Popen:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    return subprocess.Popen(hydra_command(*overrides), cwd=where, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)  # fmt: skip
+
+
+def losses(stdout: str) -> dict:
+    updates = (json.loads(line) for line in TRAIN_INNER.findall(stdout))
+    return {int(stats["num_updates"]): stats["loss"] for stats in updates}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tiny_lm_corpus, tmp_path_factory):
+    where = user_dir_with_corpus(tmp_path_factory.mktemp("hydra"), "uninterrupted", tiny_lm_corpus.data_bin)
+    run = start(where)
+    stdout, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0, stderr[-3000:]
+    return where, stdout, stderr
+
+
+def test_the_example_runs_as_its_header_says(uninterrupted):
+    where, stdout, stderr = uninterrupted
+    assert stderr == "" and not python_warnings(stdout) and "DEBUG" not in stdout
+    save_dir = where / "checkpoints" / "hydra_tiny"
+    assert sorted(path.name for path in save_dir.iterdir()) == [
+        ".hydra", "checkpoint_best.pt", "checkpoint_last.pt", "hydra_train.log"]  # nothing nested
+    assert sorted(losses(stdout)) == list(range(1, UPDATES + 1))
+
+
+def test_sigterm_saves_at_the_signal_and_the_same_command_resumes(uninterrupted, tiny_lm_corpus, tmp_path):
+    reference_dir, reference_stdout, _ = uninterrupted
+    where = user_dir_with_corpus(tmp_path, "preempted", tiny_lm_corpus.data_bin)
+    run, before = start(where), []
+    for line in run.stdout:
+        before.append(line)
+        if TRAIN_INNER.search(line) and '"num_updates": "3"' in line:
+            run.send_signal(signal.SIGTERM)
+            break
+    stdout, stderr = run.communicate(timeout=300)
+    stdout = "".join(before) + stdout
+    assert run.returncode == 75, stderr[-3000:]
+    (stopped_at,) = map(int, STOPPED.findall(stderr))
+    assert "Traceback" not in stderr and max(losses(stdout)) == stopped_at < UPDATES
+    last = where / "checkpoints" / "hydra_tiny" / "checkpoint_last.pt"
+    assert torch.load(last, map_location="cpu")["optimizer_history"][-1]["num_updates"] == stopped_at
+    resumed = start(where)
+    resumed_stdout, resumed_stderr = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0 and resumed_stderr == "", resumed_stderr[-3000:]
+    assert {**losses(stdout), **losses(resumed_stdout)} == losses(reference_stdout)
+    reference_weights = model_weights(reference_dir / "checkpoints" / "hydra_tiny" / "checkpoint_last.pt")
+    for name, weight in model_weights(last).items():
+        torch.testing.assert_close(weight, reference_weights[name], atol=1e-5, rtol=0, msg=name)
+
+
+def test_without_the_callback_one_line_says_what_is_off(tiny_lm_corpus, tmp_path):
+    where = user_dir_with_corpus(tmp_path, "no_callback", tiny_lm_corpus.data_bin)
+    run = start(where, "~hydra.callbacks.normformer", "optimization.max_update=1")
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0 and stderr == (
+        "fairseq-hydra-train: warning: fairseq_normformer was loaded inside fairseq's train.main (common.user_dir), "
+        "after the launch: save-on-signal and the command-line checks are off for this run; fairseq-hydra-train: add "
+        "hydra.callbacks.normformer._target_=fairseq_normformer.hydra_callback.LoadPlugin (docs/hydra.md)\n"
+    )
