@@ -174,7 +174,8 @@ def test_normformer_lambert_is_the_operations_table_flags_away(tiny_bert_corpus)
     _, model = build(tiny_bert_corpus.data_bin, "normformer_lambert_base", "--scale-qkv")
     layer = model.encoder.sentence_encoder.layers[0]
     assert operations_in(dict(layer.named_parameters())) == {
-        "scale_qkv": True, "scale_heads": True, "scale_attn": True, "scale_fc": True, "scale_resids": False}
+        "scale_qkv": True, "scale_heads": True, "scale_attn": True, "scale_fc": True, "scale_resids": False,
+        "qk_norm": False, "sandwich_norm": False}
     assert layer.normalize_before and len(model.encoder.sentence_encoder.layers) == 12
 
 
