@@ -31,8 +31,8 @@ class SelfAttention(nn.Module):
         self.q_ln, self.k_ln, self.v_ln = make_ln(), make_ln(), make_ln()
         # QK-norm (Henry et al. 2020): softmax(N(q_i) N(k_i)^T / sqrt(Dh)) with N a norm over each head's
         # Dh features, its weights shared by the heads (ViT-22B, Gemma 3; OLMo 2 normalizes all of q, k).
-        make_qk = lambda: Norm(cfg.norm_type, self.head_dim, cfg.layernorm_impl) if cfg.qk_norm else nn.Identity()  # noqa: E731
-        self.q_norm, self.k_norm = make_qk(), make_qk()
+        make_qk = lambda: Norm(cfg.norm_type, self.head_dim, cfg.layernorm_impl)  # noqa: E731
+        self.q_norm, self.k_norm = (make_qk(), make_qk()) if cfg.qk_norm else (nn.Identity(), nn.Identity())
         # HeadScale, Eq. 3: MultiHead(Q, K, V) = Concat(γ_1 h_1, ..., γ_n h_n) W^O.
         self.head_scale = nn.Parameter(torch.ones(self.num_heads)) if cfg.scale_heads else None
         self.head_scale_position = cfg.head_scale_position

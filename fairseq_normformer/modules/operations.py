@@ -228,8 +228,8 @@ class NormKind:
 NORM_KINDS = (
     NormKind("layernorm", "Ba et al. 2016", "(x − mean(x)) / sqrt(var(x) + ε) · g + b", "2n",
              ("--norm-type", "--ffn-norm-type")),
-    NormKind("layernorm_nobias", "NormFormer's conclusion: LayerNorm without the bias", "(x − mean(x)) / sqrt(var(x) + ε) · g",
-             "n", ("--ffn-norm-type",)),
+    NormKind("layernorm_nobias", "NormFormer's conclusion: LayerNorm without the bias",
+             "(x − mean(x)) / sqrt(var(x) + ε) · g", "n", ("--ffn-norm-type",)),
     NormKind("rmsnorm", "Zhang & Sennrich 2019", "x / sqrt(mean(x²) + ε) · g (no mean centering, no bias)", "n",
              ("--norm-type", "--ffn-norm-type")),
     NormKind("dyt", "Zhu et al. 2025, DyT", "tanh(α x) · g + b, α one learned scalar per norm (init 0.5)", "2n+1",

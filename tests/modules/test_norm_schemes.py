@@ -112,7 +112,8 @@ def test_sandwich_norms_attention_half_is_post_attn_ln():
 
 @pytest.mark.parametrize("ffn_norm_type", ["layernorm_nobias", "rmsnorm"])
 def test_ffn_norm_type_sets_the_ffn_ln_alone(ffn_norm_type):
-    layer = perturbed_(NormFormerLayer(LayerConfig(D, F, H, activation_fn="relu", scale_fc=True, ffn_norm_type=ffn_norm_type)))
+    cfg = LayerConfig(D, F, H, activation_fn="relu", scale_fc=True, ffn_norm_type=ffn_norm_type)
+    layer = perturbed_(NormFormerLayer(cfg))
     assert layer.ffn_act_norm is None  # the fused activation + LayerNorm reads a LayerNorm's bias
     x = torch.randn(T, B, D)
     torch.testing.assert_close(layer.feed_forward(x), ffn_eq(layer, x, layer.ffn_layernorm), atol=1e-5, rtol=1e-5)
