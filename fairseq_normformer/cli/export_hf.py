@@ -24,7 +24,7 @@ from fairseq import checkpoint_utils
 from ..models.normformer_bert import NormFormerBertModel
 from ..models.normformer_roberta import NormFormerRobertaModel
 from ..models.normformer_transformer import NormFormerTransformerModel
-from ..modules.operations import OPERATIONS
+from ..modules.operations import POST_LN, SWITCHES
 from ..runs.atomic import atomic_directory
 
 logger = logging.getLogger("normformer_export_hf")
@@ -36,7 +36,9 @@ LAYERNORM_EPS = 1e-5  # fairseq's and torch's LayerNorm default
 def native_problems(model) -> list:
     """Every setting of an encoder that transformers' BERT/RoBERTa cannot represent."""
     args = model.args
-    problems = sorted(op.flag for op in OPERATIONS if getattr(args, op.field, False))
+    problems = sorted(op.flag for op in SWITCHES if op is not POST_LN and getattr(args, op.field, False))
+    if str(getattr(args, "norm_type", "layernorm")) != "layernorm":
+        problems.append(f"--norm-type {args.norm_type}")
     if not args.post_ln:
         problems.append("Pre-LN layers (--encoder-normalize-before, i.e. no --post-ln)")
     if not args.layernorm_embedding:

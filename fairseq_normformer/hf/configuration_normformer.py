@@ -18,6 +18,12 @@ SETTINGS = dict(
     scale_attn=False,  # Post-Attn LN (Fig. 1)
     scale_fc=False,  # FFN LN (Fig. 1)
     scale_resids=False,  # ResScale λ_resid (§2)
+    qk_norm=False,  # QK-norm (Henry et al. 2020): a norm over each head's queries and keys
+    sandwich_norm=False,  # a norm on each sublayer's output before the residual add (CogView; Peri-LN)
+    norm_type="layernorm",  # every norm's kind: "layernorm", "rmsnorm" or "dyt"
+    ffn_norm_type=None,  # the FFN LN's kind ("layernorm", "layernorm_nobias", "rmsnorm"); None: norm_type
+    normformer_layers=None,  # the layers with the paper's operations (scale_*), e.g. [0]; None: all
+    deepnorm_alpha=None,  # DeepNorm's residual scale α (Post-LN: LN(α x + f(x))); None: 1
     position_embedding_type="sinusoidal",  # "sinusoidal", "learned" or "none"
     max_position_embeddings=1024,
     embed_scale=1.0,  # fairseq multiplies token embeddings by sqrt(d) unless --no-scale-embedding
@@ -30,7 +36,8 @@ SETTINGS = dict(
 # An encoder-decoder (is_encoder_decoder=True, NormFormerForSeq2SeqLM): the settings above describe the
 # decoder, and the encoder's own values of these are stored as encoder_<name> (encoder_vocab_size, ...).
 ENCODER_SETTINGS = ("vocab_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                    "position_embedding_type", "max_position_embeddings", "final_layer_norm")  # fmt: skip
+                    "position_embedding_type", "max_position_embeddings", "final_layer_norm", "normformer_layers",
+                    "deepnorm_alpha")  # fmt: skip
 SEQ2SEQ_SETTINGS = dict(
     scale_enc_heads=False,  # HeadScale on the encoder attention: our extension of Eq. 3, not in the paper
     scale_enc_attn=False,  # LayerNorm on the encoder-attention output: our extension of Fig. 1

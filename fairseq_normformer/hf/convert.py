@@ -80,6 +80,8 @@ def stack_settings(stack, dictionary) -> dict:
         position_embedding_type=position_type,
         max_position_embeddings=max_positions,
         final_layer_norm=stack.layer_norm is not None,
+        normformer_layers=cfg.normformer_layer_indices(len(stack.layers)),
+        deepnorm_alpha=cfg.deepnorm_alpha,
     )
 
 
@@ -93,6 +95,8 @@ def layer_settings(stack) -> dict:
         head_scale_position=str(cfg.head_scale_position),
         embed_scale=float(stack.embed_scale),
         layernorm_embedding=stack.layernorm_embedding is not None,
+        norm_type=cfg.norm_type,
+        ffn_norm_type=cfg.ffn_norm_kind,
         **{op.field: getattr(cfg, op.field) for op in OPERATIONS},
     )
 

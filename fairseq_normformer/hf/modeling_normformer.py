@@ -81,12 +81,30 @@ def store_transposed(weight: nn.Parameter):
         weight.data = weight.data.t().contiguous().t()
 
 
-def layer_norm(config: NormFormerConfig, dim: int) -> nn.LayerNorm:
-    return nn.LayerNorm(dim, eps=config.layer_norm_eps)
+class DyT(nn.Module):
+    """Dynamic Tanh (Zhu et al. 2025): tanh(α x) · γ + β, α one learned scalar."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.full((1,), 0.5))
+        self.weight, self.bias = nn.Parameter(torch.ones(dim)), nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.tanh(self.alpha * x) * self.weight + self.bias
+
+
+def layer_norm(config: NormFormerConfig, dim: int, kind: Optional[str] = None) -> nn.Module:
+    """A norm of ``kind`` (default: the config's norm_type): LayerNorm, LayerNorm without bias, RMSNorm or DyT."""
+    kind = kind or config.norm_type
+    if kind == "dyt":
+        return DyT(dim)
+    if kind == "rmsnorm":  # x / sqrt(mean(x²) + ε) · g
+        return nn.RMSNorm(dim, eps=config.layer_norm_eps)
+    return nn.LayerNorm(dim, eps=config.layer_norm_eps, bias=kind != "layernorm_nobias")
 
 
 class NormFormerAttention(nn.Module):
-    def __init__(self, config: NormFormerConfig, layer_idx: int, scale_qkv: bool, scale_heads: bool):
+    def __init__(self, config: NormFormerConfig, layer_idx: int, scale_qkv: bool, scale_heads: bool, qk_norm: bool):
         super().__init__()
         d = config.hidden_size
         self.layer_idx = layer_idx
@@ -95,13 +113,16 @@ class NormFormerAttention(nn.Module):
         self.out_proj = nn.Linear(d, d)
         # Table 5, "+3 More LN": LayerNorm on the projected queries, keys and values.
         self.q_ln, self.k_ln, self.v_ln = [layer_norm(config, d) if scale_qkv else nn.Identity() for _ in "qkv"]
+        # QK-norm (Henry et al. 2020): a norm over each head's queries and keys (head_dim), shared by the heads.
+        self.q_norm, self.k_norm = [layer_norm(config, self.head_dim) if qk_norm else nn.Identity() for _ in "qk"]
         # HeadScale, Eq. 3: MultiHead(Q, K, V) = Concat(γ_1 h_1, ..., γ_n h_n) W^O.
         self.head_scale = nn.Parameter(torch.ones(self.num_heads)) if scale_heads else None
         self.head_scale_position = config.head_scale_position
 
     def forward(self, x: Tensor, mask: Optional[Tensor], cache: Optional[Cache]) -> Tensor:
-        q, k, v = (self._heads(ln(proj(x))) for proj, ln in
-                   ((self.q_proj, self.q_ln), (self.k_proj, self.k_ln), (self.v_proj, self.v_ln)))  # fmt: skip
+        q, k, v = (head_norm(self._heads(ln(proj(x)))) for proj, ln, head_norm in
+                   ((self.q_proj, self.q_ln, self.q_norm), (self.k_proj, self.k_ln, self.k_norm),
+                    (self.v_proj, self.v_ln, nn.Identity())))  # fmt: skip
         if cache is not None:
             k, v = cache.update(k, v, self.layer_idx)
         return self._attend(q, k, v, mask)
@@ -127,15 +148,20 @@ class NormFormerLayer(nn.Module):
     def __init__(self, config: NormFormerConfig, layer_idx: int):
         super().__init__()
         d, f = config.hidden_size, config.intermediate_size
+        in_spec = config.normformer_layers is None or layer_idx in config.normformer_layers
+        op = lambda name: in_spec and getattr(config, name)  # noqa: E731  (the paper's operations)
         self.normalize_before = config.normalize_before
-        self.self_attn = NormFormerAttention(config, layer_idx, config.scale_qkv, config.scale_heads)
+        self.self_attn = NormFormerAttention(config, layer_idx, op("scale_qkv"), op("scale_heads"), config.qk_norm)
         self.self_attn_layer_norm = layer_norm(config, d)
-        self.attn_ln = layer_norm(config, d) if config.scale_attn else nn.Identity()  # Post-Attn LN
+        sandwich = config.sandwich_norm  # a norm on each sublayer's output; its attention half is Post-Attn LN
+        self.attn_ln = layer_norm(config, d) if op("scale_attn") or sandwich else nn.Identity()  # Post-Attn LN
         self.fc1, self.fc2 = nn.Linear(d, f), nn.Linear(f, d)
         self.activation_fn = ACTIVATIONS[config.hidden_act]
-        self.ffn_layernorm = layer_norm(config, f) if config.scale_fc else nn.Identity()  # FFN LN
-        self.w_resid = nn.Parameter(torch.ones(d)) if config.scale_resids else None  # ResScale λ_resid
+        self.ffn_layernorm = layer_norm(config, f, config.ffn_norm_type) if op("scale_fc") else nn.Identity()  # FFN LN
+        self.ffn_out_ln = layer_norm(config, d) if sandwich else nn.Identity()
+        self.w_resid = nn.Parameter(torch.ones(d)) if op("scale_resids") else None  # ResScale λ_resid
         self.final_layer_norm = layer_norm(config, d)
+        self.deepnorm_alpha = config.deepnorm_alpha  # DeepNorm: LN(α x + f(x))
 
     def forward(self, x: Tensor, mask: Optional[Tensor], cache: Optional[Cache]) -> Tensor:
         return self._feed_forward_block(self._self_attention_block(x, mask, cache))
@@ -147,10 +173,12 @@ class NormFormerLayer(nn.Module):
         return self._sublayer(x, self.final_layer_norm, self._feed_forward, self.w_resid)
 
     def _feed_forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.ffn_layernorm(self.activation_fn(self.fc1(x))))
+        return self.ffn_out_ln(self.fc2(self.ffn_layernorm(self.activation_fn(self.fc1(x)))))
 
     def _sublayer(self, x, norm, fn, residual_scale=None):
         residual = x if residual_scale is None else residual_scale * x
+        if self.deepnorm_alpha is not None:
+            residual = self.deepnorm_alpha * residual
         x = residual + fn(norm(x) if self.normalize_before else x)
         return x if self.normalize_before else norm(x)
 
@@ -176,8 +204,9 @@ class NormFormerPreTrainedModel(PreTrainedModel):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
-        if isinstance(module, nn.LayerNorm):
+        if isinstance(module, (nn.LayerNorm, nn.RMSNorm, DyT)):
             nn.init.ones_(module.weight)
+        if isinstance(module, (nn.LayerNorm, DyT)) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
 

@@ -24,7 +24,7 @@ class NormFormerEncoderAttention(NormFormerAttention):
     the cross-attention cache. No QKV LN; HeadScale here is ``scale_enc_heads`` (our extension)."""
 
     def __init__(self, config: NormFormerConfig, layer_idx: int):
-        super().__init__(config, layer_idx, scale_qkv=False, scale_heads=config.scale_enc_heads)
+        super().__init__(config, layer_idx, scale_qkv=False, scale_heads=config.scale_enc_heads, qk_norm=False)
 
     def forward(self, x: Tensor, encoder_states: Tensor, encoder_mask: Tensor, cache: Optional[EncoderDecoderCache]):
         q = self._heads(self.q_proj(x))
@@ -47,7 +47,7 @@ class NormFormerCrossAttentionLayer(NormFormerLayer):
         d = config.hidden_size
         self.encoder_attn = NormFormerEncoderAttention(config, layer_idx)
         self.encoder_attn_layer_norm = layer_norm(config, d)
-        self.enc_attn_ln = layer_norm(config, d) if config.scale_enc_attn else nn.Identity()
+        self.enc_attn_ln = layer_norm(config, d) if config.scale_enc_attn or config.sandwich_norm else nn.Identity()
 
     def forward(self, x, mask, cache: Optional[EncoderDecoderCache], encoder_states, encoder_mask):
         x = self._self_attention_block(x, mask, cache.self_attention_cache if cache is not None else None)

@@ -59,6 +59,7 @@ def convert_model_cfg(model_cfg: dict, state_dict) -> dict:
         arch="normformer_lm",
         head_scale_position="after_wo",  # fairseq's HeadScale acts after W^O
         post_ln=not cfg.get("decoder_normalize_before", True),
+        deepnorm=False,
         layernorm_impl="auto",
     )
     cfg.update({op.field: False for op in OPERATIONS if op.fairseq_params is None})  # fairseq lacks them
@@ -75,7 +76,7 @@ def convert_translation_cfg(model_cfg: dict, state_dict) -> dict:
             f"{not encoder_pre_ln}: normformer_transformer's layers are all Pre-LN or all Post-LN (--post-ln)"
         )
     cfg.update(_name="normformer_transformer", arch="normformer_transformer", post_ln=not encoder_pre_ln,
-               head_scale_position="paper", layernorm_impl="auto")  # fmt: skip
+               deepnorm=False, head_scale_position="paper", layernorm_impl="auto")  # fmt: skip
     cfg.update({op.field: False for op in LAYER_SWITCHES})
     return cfg
 

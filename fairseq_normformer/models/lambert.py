@@ -20,6 +20,7 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 from torch import Tensor, nn
 
+from ..checks import BadInput
 from ..modules import LayerConfig, LayerNorm, resolve_layernorm_impl
 from ..modules.lambert_layer import SEGMENT_MAPS, LambertLayer, LambertLayerConfig, segment_layout
 from .normformer_bert import NUM_SEGMENTS, NormFormerBertEncoder, NormFormerBertModel, postln_bert_base
@@ -93,6 +94,15 @@ class LambertEmbeddings(nn.Module):
         return self.dropout_module(self.layernorm(x))
 
 
+def check_lambert_supports(cfg: LayerConfig) -> None:
+    """The norm-bench options LaMBERT's layers and stack do not implement, refused by name."""
+    unsupported = {"--qk-norm": cfg.qk_norm, "--norm-type": cfg.norm_type != "layernorm",
+                   "--normformer-layers": cfg.normformer_layers != "all", "--deepnorm": cfg.deepnorm_alpha is not None}
+    named = [flag for flag, asked in unsupported.items() if asked]
+    if named:
+        raise BadInput(f"lambert does not implement {', '.join(named)}")
+
+
 class LambertSentenceEncoder(nn.Module):
     """Embeddings, L LambertLayers and (Pre-LN) a final LayerNorm; returns RobertaEncoder's dict."""
 
@@ -100,6 +110,7 @@ class LambertSentenceEncoder(nn.Module):
         super().__init__()
         layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
         base = LayerConfig.from_model_cfg(args, "encoder", not args.post_ln, causal=False, layernorm_impl=layernorm_impl)
+        check_lambert_supports(base)
         self.layer_cfg = LambertLayerConfig(**vars(base), max_segments=args.max_segments, segment_map=args.segment_map)
         logger.info(f"LaMBERT layers: {self.layer_cfg}")
         self.pad, self.bos, self.sep = dictionary.pad(), dictionary.bos(), dictionary.eos()

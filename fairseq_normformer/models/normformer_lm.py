@@ -27,7 +27,9 @@ from fairseq.utils import safe_getattr
 from omegaconf import II
 
 from ..modules import LayerConfig, NormFormerCrossAttentionDecoderLayer, NormFormerDecoderLayer, resolve_layernorm_impl
+from ..modules.deepnorm import deepnorm_init_
 from ..modules.layer_config import ACTIVATIONS
+from ..modules.layer_norm import use_norm_kind_
 from ..modules.operations import OPERATIONS
 from ..modules.positions import count_positions_per_row
 from .options import NormFormerOptions
@@ -53,16 +55,23 @@ class NormFormerDecoder(TransformerDecoderBase):
         cfg.decoder.normalize_before = not args.post_ln  # also decides the final LayerNorm
         layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
         self.layer_cfg = LayerConfig.from_model_cfg(
-            args, "decoder", normalize_before=not args.post_ln, causal=True, layernorm_impl=layernorm_impl
+            args, "decoder", normalize_before=not args.post_ln, causal=True, layernorm_impl=layernorm_impl,
+            encoder_decoder=not no_encoder_attn,
         )
+        self.layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
+        use_norm_kind_(self, ("layer_norm", "layernorm_embedding"), self.layer_cfg.norm_type, layernorm_impl)
+        if self.layer_cfg.deepnorm_beta is not None:
+            deepnorm_init_(self.layers, self.layer_cfg.deepnorm_beta)
         if self.embed_positions is not None:  # left-padded prompts: see modules/positions.py
             count_positions_per_row(self.embed_positions)
         logger.info(f"NormFormer decoder layers: {self.layer_cfg}")
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
+        """fairseq calls it once per layer, in order."""
         layer_class = NormFormerDecoderLayer if no_encoder_attn else NormFormerCrossAttentionDecoderLayer
-        layer = layer_class(self.layer_cfg)
+        layer = layer_class(self.layer_cfg.for_layer(self.layers_built, cfg.decoder.layers))
+        self.layers_built += 1
         if cfg.checkpoint_activations:
             layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
         return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)

@@ -22,6 +22,8 @@ from omegaconf import OmegaConf
 
 from ..checks import BadInput
 from ..modules import LayerConfig, NormFormerEncoderLayer, resolve_layernorm_impl
+from ..modules.deepnorm import deepnorm_init_
+from ..modules.layer_norm import use_norm_kind_
 from .normformer_lm import normformer_operations
 from .options import add_normformer_args, fill_option_defaults
 from .token_heads import TokenHeadsMixin
@@ -32,16 +34,23 @@ logger = logging.getLogger(__name__)
 class NormFormerSentenceEncoder(TransformerEncoder):
     """fairseq's TransformerEncoder (embeddings, positions, final LN when Pre-LN) with NormFormer layers."""
 
-    def __init__(self, args, dictionary, embed_tokens):
+    def __init__(self, args, dictionary, embed_tokens, encoder_decoder=False):
         layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
         self.layer_cfg = LayerConfig.from_model_cfg(
-            args, "encoder", normalize_before=not args.post_ln, causal=False, layernorm_impl=layernorm_impl
+            args, "encoder", normalize_before=not args.post_ln, causal=False, layernorm_impl=layernorm_impl,
+            encoder_decoder=encoder_decoder,
         )
+        self.layers_built = 0
         super().__init__(args, dictionary, embed_tokens)
+        use_norm_kind_(self, ("layer_norm", "layernorm_embedding"), self.layer_cfg.norm_type, layernorm_impl)
+        if self.layer_cfg.deepnorm_beta is not None:
+            deepnorm_init_(self.layers, self.layer_cfg.deepnorm_beta)
         logger.info(f"NormFormer encoder layers: {self.layer_cfg}")
 
     def build_encoder_layer(self, cfg):
-        layer = NormFormerEncoderLayer(self.layer_cfg)
+        """fairseq calls it once per layer, in order."""
+        layer = NormFormerEncoderLayer(self.layer_cfg.for_layer(self.layers_built, cfg.encoder.layers))
+        self.layers_built += 1
         if cfg.checkpoint_activations:
             layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
         return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)
@@ -54,6 +63,11 @@ class NormFormerRobertaEncoder(RobertaEncoder):
         encoder = self.sentence_encoder_class(args, dictionary, embed_tokens)
         encoder.apply(init_bert_params)
         return encoder
+
+    def build_lm_head(self, embed_dim, output_dim, activation_fn, weight):
+        head = super().build_lm_head(embed_dim, output_dim, activation_fn, weight)
+        use_norm_kind_(head, ("layer_norm",), self.sentence_encoder.layer_cfg.norm_type, "torch")
+        return head
 
 
 @register_model("normformer_roberta")
@@ -97,7 +111,11 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
         encoder = cls.encoder_class(args, task.source_dictionary)
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, True)
-        return cls(args, encoder)
+        model = cls(args, encoder)
+        stack = encoder.sentence_encoder
+        if stack.layer_cfg.deepnorm_beta is not None:  # RobertaModel's init_bert_params replaced the β-scaled init
+            deepnorm_init_(stack.layers, stack.layer_cfg.deepnorm_beta)
+        return model
 
 
 # ---------------------------------------------------------------------------------------------

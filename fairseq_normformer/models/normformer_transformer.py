@@ -50,7 +50,7 @@ class NormFormerTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        return NormFormerSentenceEncoder(cfg, src_dict, embed_tokens)
+        return NormFormerSentenceEncoder(cfg, src_dict, embed_tokens, encoder_decoder=True)
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):

@@ -7,13 +7,14 @@ argparse model (RoBERTa/BERT) calls ``add_normformer_args``. An encoder-decoder 
 builds both sides with ``LayerConfig.from_model_cfg(cfg, "encoder"/"decoder", ...)``.
 """
 from dataclasses import dataclass, field, fields, make_dataclass
+from typing import Optional
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.utils import safe_getattr
 
 from ..modules import HEAD_SCALE_POSITIONS, LAYERNORM_IMPLS
-from ..modules.operations import ENCODER_ATTENTION_OPERATIONS, SWITCHES
+from ..modules.operations import ENCODER_ATTENTION_OPERATIONS, FFN_NORM_TYPES, NORM_TYPES, SWITCHES
 
 NormFormerSwitches = make_dataclass(
     "NormFormerSwitches",
@@ -34,6 +35,21 @@ class NormFormerOptions(NormFormerSwitches):
     layernorm_impl: ChoiceEnum(LAYERNORM_IMPLS) = field(
         default="auto", metadata={"help": "LayerNorm implementation; 'auto' picks the fastest available"}
     )
+    norm_type: ChoiceEnum(NORM_TYPES) = field(
+        default="layernorm",
+        metadata={"help": "the kind of every norm in the model (layers, embedding, final, LM head): LayerNorm, "
+                  "RMSNorm (Zhang & Sennrich 2019) or DyT, tanh(αx)·γ+β (Zhu et al. 2025); docs/model.md"},
+    )  # fmt: skip
+    ffn_norm_type: Optional[ChoiceEnum(FFN_NORM_TYPES)] = field(
+        default=None,
+        metadata={"help": "the kind of NormFormer's FFN LN (--scale-fc) alone, default --norm-type: the paper's "
+                  "'with or without the mean centering and bias' (layernorm_nobias, rmsnorm)"},
+    )  # fmt: skip
+    normformer_layers: str = field(
+        default="all",
+        metadata={"help": "which layers have the NormFormer paper's operations (--scale-*): all, first:K, "
+                  "last:K or 0-based indices such as 0,3,5"},
+    )  # fmt: skip
 
 
 # normformer_transformer only: the encoder-attention operations, our extension (not in the paper).

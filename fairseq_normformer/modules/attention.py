@@ -9,7 +9,7 @@ from fairseq.incremental_decoding_utils import with_incremental_state
 from torch import Tensor, nn
 
 from .layer_config import LayerConfig
-from .layer_norm import LayerNorm
+from .layer_norm import Norm
 
 IncrementalState = Dict[str, Dict[str, Optional[Tensor]]]
 
@@ -27,8 +27,12 @@ class SelfAttention(nn.Module):
         self.q_proj, self.k_proj, self.v_proj = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
         self.out_proj = nn.Linear(d, d)
         # Table 5, "+3 More LN": LayerNorm on the projected queries, keys and values.
-        make_ln = lambda: LayerNorm(d, cfg.layernorm_impl) if cfg.scale_qkv else nn.Identity()  # noqa: E731
+        make_ln = lambda: Norm(cfg.norm_type, d, cfg.layernorm_impl) if cfg.scale_qkv else nn.Identity()  # noqa: E731
         self.q_ln, self.k_ln, self.v_ln = make_ln(), make_ln(), make_ln()
+        # QK-norm (Henry et al. 2020): softmax(N(q_i) N(k_i)^T / sqrt(Dh)) with N a norm over each head's
+        # Dh features, its weights shared by the heads (ViT-22B, Gemma 3; OLMo 2 normalizes all of q, k).
+        make_qk = lambda: Norm(cfg.norm_type, self.head_dim, cfg.layernorm_impl)  # noqa: E731
+        self.q_norm, self.k_norm = (make_qk(), make_qk()) if cfg.qk_norm else (nn.Identity(), nn.Identity())
         # HeadScale, Eq. 3: MultiHead(Q, K, V) = Concat(γ_1 h_1, ..., γ_n h_n) W^O.
         self.head_scale = nn.Parameter(torch.ones(self.num_heads)) if cfg.scale_heads else None
         self.head_scale_position = cfg.head_scale_position
@@ -49,8 +53,8 @@ class SelfAttention(nn.Module):
         incremental_state: Optional[IncrementalState] = None,
     ) -> Tensor:
         tgt_len = x.size(0)  # x: (T, B, C)
-        q = self._split_heads(self.q_ln(self.q_proj(x)))  # (B, H, T, Dh)
-        k = self._split_heads(self.k_ln(self.k_proj(x)))
+        q = self.q_norm(self._split_heads(self.q_ln(self.q_proj(x))))  # (B, H, T, Dh)
+        k = self.k_norm(self._split_heads(self.k_ln(self.k_proj(x))))
         v = self._split_heads(self.v_ln(self.v_proj(x)))
         if incremental_state is not None:
             k, v, key_padding_mask = self._extend_cache(incremental_state, k, v, key_padding_mask)
@@ -120,10 +124,10 @@ class SelfAttention(nn.Module):
 class EncoderAttention(SelfAttention):
     """The decoder's attention to the encoder output (fairseq's ``encoder_attn``): queries from the decoder,
     keys and values from the encoder, computed once per source and cached for incremental decoding.
-    HeadScale here is ``--scale-enc-heads``, our extension (not in the paper); no QKV LN."""
+    HeadScale here is ``--scale-enc-heads``, our extension (not in the paper); no QKV LN, no QK-norm."""
 
     def __init__(self, cfg: LayerConfig):
-        super().__init__(replace(cfg, scale_qkv=False, scale_heads=cfg.scale_enc_heads))
+        super().__init__(replace(cfg, scale_qkv=False, qk_norm=False, scale_heads=cfg.scale_enc_heads))
 
     def forward(
         self,

@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from .attention import EncoderAttention
 from .layer_config import LayerConfig
-from .layer_norm import LayerNorm
+from .layer_norm import Norm
 from .normformer_layer import NormFormerLayer
 
 
@@ -21,9 +21,11 @@ class NormFormerCrossAttentionDecoderLayer(NormFormerLayer):
             raise ValueError("NormFormerCrossAttentionDecoderLayer is a decoder layer: build it with causal=True")
         super().__init__(cfg)
         self.encoder_attn = EncoderAttention(cfg)  # HeadScale on it: --scale-enc-heads (our extension)
-        self.encoder_attn_layer_norm = LayerNorm(cfg.embed_dim, cfg.layernorm_impl)
-        # Our extension: LayerNorm on the encoder-attention output before the residual, as Post-Attn LN.
-        self.enc_attn_ln = LayerNorm(cfg.embed_dim, cfg.layernorm_impl) if cfg.scale_enc_attn else nn.Identity()
+        norm = lambda: Norm(cfg.norm_type, cfg.embed_dim, cfg.layernorm_impl)  # noqa: E731
+        self.encoder_attn_layer_norm = norm()
+        # Our extension: LayerNorm on the encoder-attention output before the residual, as Post-Attn LN;
+        # the sandwich norm's on this sublayer too.
+        self.enc_attn_ln = norm() if cfg.scale_enc_attn or cfg.sandwich_norm else nn.Identity()
 
     def forward(
         self,

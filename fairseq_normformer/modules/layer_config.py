@@ -1,9 +1,13 @@
 """The settings one NormFormer layer needs, gathered from a model's flat fairseq config."""
-from dataclasses import dataclass, make_dataclass
+import re
+from dataclasses import dataclass, make_dataclass, replace
+from typing import Optional, Tuple
 
 from fairseq import utils
 
-from .operations import ENCODER_ATTENTION_OPERATIONS, OPERATIONS
+from ..checks import BadInput
+from .deepnorm import check_deepnorm, deepnorm_constants
+from .operations import ENCODER_ATTENTION_OPERATIONS, FFN_NORM_TYPES, NORM_TYPES, OPERATIONS
 
 LAYER_SWITCHES = OPERATIONS + ENCODER_ATTENTION_OPERATIONS  # the encoder-attention ones act in cross-attention layers only
 
@@ -31,6 +35,26 @@ class LayerConfig(OperationSwitches):
     causal: bool = True  # decoder (causal LM) or encoder (masked LM)
     head_scale_position: str = "paper"  # "paper": before W^O; "after_wo": fairseq's variant
     layernorm_impl: str = "torch"
+    norm_type: str = "layernorm"  # every norm's kind (operations.NORM_KINDS)
+    ffn_norm_type: Optional[str] = None  # the FFN LN's kind; None: norm_type
+    normformer_layers: str = "all"  # which layers of a stack have the paper's operations (layers_of_spec)
+    deepnorm_alpha: Optional[float] = None  # DeepNorm's residual scale α (modules/deepnorm.py); None: off
+    deepnorm_beta: Optional[float] = None  # and its init scale β
+
+    @property
+    def ffn_norm_kind(self) -> str:
+        return self.ffn_norm_type or self.norm_type
+
+    def for_layer(self, index: int, num_layers: int) -> "LayerConfig":
+        """Layer ``index``'s settings: without the NormFormer paper's operations where --normformer-layers
+        leaves it out (the later schemes, --qk-norm and --sandwich-norm, act in every layer)."""
+        if index in layers_of_spec(self.normformer_layers, num_layers):
+            return self
+        return replace(self, **{op.field: False for op in OPERATIONS if op.normformer_paper})
+
+    def normformer_layer_indices(self, num_layers: int) -> Optional[list]:
+        """The layers of a stack of ``num_layers`` that have the paper's operations; None: all of them."""
+        return None if self.normformer_layers == "all" else list(layers_of_spec(self.normformer_layers, num_layers))
 
     def __post_init__(self):
         if self.embed_dim % self.attention_heads != 0:
@@ -45,16 +69,30 @@ class LayerConfig(OperationSwitches):
             )
         if self.activation_fn not in ACTIVATIONS:
             raise ValueError(f"--activation-fn={self.activation_fn!r} is not one of {', '.join(ACTIVATIONS)}")
+        if self.norm_type not in NORM_TYPES:
+            raise BadInput(f"--norm-type={self.norm_type!r} is not one of {', '.join(NORM_TYPES)}")
+        if self.ffn_norm_type is not None and self.ffn_norm_type not in FFN_NORM_TYPES:
+            raise BadInput(f"--ffn-norm-type={self.ffn_norm_type!r} is not one of {', '.join(FFN_NORM_TYPES)}")
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
 
     @classmethod
-    def from_model_cfg(cls, cfg, side: str, normalize_before: bool, causal: bool, layernorm_impl: str):
+    def from_model_cfg(cls, cfg, side: str, normalize_before: bool, causal: bool, layernorm_impl: str,
+                       encoder_decoder: bool = False):  # fmt: skip
         """Read ``{side}_embed_dim`` etc. and the NormFormer switches from a flat model config.
 
         An encoder-decoder builds both sides from the same switches: ``side`` is "encoder" or "decoder"."""
         get = lambda name, default=None: utils.safe_getattr(cfg, name, default)  # noqa: E731
+        deepnorm = (None, None)
+        if get("deepnorm", False):
+            check_deepnorm(normalize_before)
+            stack = side if encoder_decoder else f"{side}-only"
+            deepnorm = deepnorm_constants(stack, get("encoder_layers"), get("decoder_layers"))
+        layers = get(f"{side}_layers")
+        spec = str(get("normformer_layers", "all"))
+        if spec != "all":
+            layers_of_spec(spec, layers)  # a bad spec fails here, before anything is built
         return cls(
             embed_dim=get(f"{side}_embed_dim"),
             ffn_embed_dim=get(f"{side}_ffn_embed_dim"),
@@ -67,5 +105,28 @@ class LayerConfig(OperationSwitches):
             causal=causal,
             head_scale_position=get("head_scale_position", "paper"),
             layernorm_impl=layernorm_impl,
+            norm_type=str(get("norm_type", "layernorm")),
+            ffn_norm_type=get("ffn_norm_type") and str(get("ffn_norm_type")),
+            normformer_layers=spec,
+            deepnorm_alpha=deepnorm[0],
+            deepnorm_beta=deepnorm[1],
             **{op.field: bool(get(op.field, False)) for op in LAYER_SWITCHES},
         )
+
+
+def layers_of_spec(spec: str, num_layers: int) -> Tuple[int, ...]:
+    """--normformer-layers: ``all``, ``first:K``, ``last:K`` or 0-based indices ``0,3,5`` -> the layers."""
+    if spec == "all":
+        return tuple(range(num_layers))
+    every = range(num_layers)
+    bounded = re.fullmatch(r"(first|last):(\d+)", spec)
+    if bounded and int(bounded[2]) <= num_layers:
+        k = int(bounded[2])
+        return tuple(every[:k] if bounded[1] == "first" else every[num_layers - k :])
+    indices = re.fullmatch(r"\d+(,\d+)*", spec) and sorted({int(i) for i in spec.split(",")})
+    if not bounded and indices and indices[-1] < num_layers:
+        return tuple(indices)
+    raise BadInput(
+        f"--normformer-layers {spec!r}: expected all, first:K, last:K (K <= {num_layers}) or layer indices "
+        f"0..{num_layers - 1} such as 0,3,5"
+    )

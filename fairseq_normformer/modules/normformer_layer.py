@@ -13,7 +13,7 @@ from torch import Tensor, nn
 
 from .attention import SelfAttention
 from .layer_config import LayerConfig
-from .layer_norm import ActivationLayerNorm, LayerNorm
+from .layer_norm import ActivationLayerNorm, Norm
 
 
 class NormFormerLayer(nn.Module):
@@ -25,24 +25,29 @@ class NormFormerLayer(nn.Module):
         self.dropout_module = FairseqDropout(cfg.dropout, module_name=type(self).__name__)
         self.activation_dropout_module = FairseqDropout(cfg.activation_dropout, module_name=type(self).__name__)
 
-        self.self_attn = self.build_self_attention(cfg)  # HeadScale and QKV LN live inside it
-        self.self_attn_layer_norm = LayerNorm(d, cfg.layernorm_impl)
+        norm = lambda dim, kind=cfg.norm_type: Norm(kind, dim, cfg.layernorm_impl)  # noqa: E731  (--norm-type)
+        self.self_attn = self.build_self_attention(cfg)  # HeadScale, QKV LN and QK-norm live inside it
+        self.self_attn_layer_norm = norm(d)
         # NormFormer "Post-Attn LN": LayerNorm on the self-attention output, before the residual.
-        self.attn_ln = LayerNorm(d, cfg.layernorm_impl) if cfg.scale_attn else nn.Identity()
+        # It is also the attention half of the sandwich norm: x + N(f(N(x))) (CogView; Peri-LN).
+        self.attn_ln = norm(d) if cfg.scale_attn or cfg.sandwich_norm else nn.Identity()
 
         self.fc1 = self.build_fc1(d, f)
         self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
-        # NormFormer "FFN LN": LayerNorm after the FFN activation, before FC2.
-        self.ffn_layernorm = LayerNorm(f, cfg.layernorm_impl) if cfg.scale_fc else nn.Identity()
+        # NormFormer "FFN LN": LayerNorm after the FFN activation, before FC2 (its kind: --ffn-norm-type).
+        self.ffn_layernorm = norm(f, cfg.ffn_norm_kind) if cfg.scale_fc else nn.Identity()
         # Activation + FFN LN as one function that reads ffn_layernorm's parameters and keeps only FC1's
         # output for backward (torch: recomputes the activation; triton: one kernel, one pass over memory).
         # It has no dropout, so only when activation dropout is 0; with apex the two run unfused.
-        fusable = cfg.scale_fc and cfg.activation_dropout == 0.0
+        fusable = cfg.scale_fc and cfg.ffn_norm_kind == "layernorm" and cfg.activation_dropout == 0.0
         self.ffn_act_norm = ActivationLayerNorm(cfg.activation_fn, cfg.layernorm_impl) if fusable else None
         self.fc2 = self.build_fc2(f, d)
+        # The sandwich norm's FFN half: a norm on the FFN output, before the residual add.
+        self.ffn_out_ln = norm(d) if cfg.sandwich_norm else nn.Identity()
         # ResScale: λ_resid ⊙ x on the FFN residual (as the authors' fairseq code; §2 of the paper).
         self.w_resid = nn.Parameter(torch.ones(d)) if cfg.scale_resids else None
-        self.final_layer_norm = LayerNorm(d, cfg.layernorm_impl)
+        self.final_layer_norm = norm(d)
+        self.deepnorm_alpha = cfg.deepnorm_alpha  # DeepNorm: LN(α x + f(x)) (Wang et al. 2022); None: α = 1
 
     # -- override hooks, as fairseq's TransformerDecoderLayerBase --
     def build_self_attention(self, cfg: LayerConfig) -> nn.Module:
@@ -73,15 +78,19 @@ class NormFormerLayer(nn.Module):
         return self._sublayer(x, self.final_layer_norm, self.feed_forward, self.w_resid)
 
     def feed_forward(self, x: Tensor) -> Tensor:
-        x = self.fc1(x)  # (T, B, F)
+        return self.ffn_out_ln(self.fc2(self.activation_norm(self.fc1(x))))
+
+    def activation_norm(self, x: Tensor) -> Tensor:
+        """FC1's output (T, B, F) through the activation, its dropout and the FFN LN."""
         if self.ffn_act_norm is not None:
-            return self.fc2(self.ffn_act_norm(x, self.ffn_layernorm))
-        x = self.activation_dropout_module(self.activation_fn(x))
-        return self.fc2(self.ffn_layernorm(x))
+            return self.ffn_act_norm(x, self.ffn_layernorm)
+        return self.ffn_layernorm(self.activation_dropout_module(self.activation_fn(x)))
 
     def _sublayer(self, x: Tensor, norm: nn.Module, fn: Callable, residual_scale: Optional[Tensor] = None):
-        """Pre-LN: x + f(LN(x)).  Post-LN: LN(x + f(x)).  ResScale multiplies the residual x."""
+        """Pre-LN: x + f(LN(x)).  Post-LN: LN(x + f(x)).  ResScale multiplies the residual x, DeepNorm's α too."""
         residual = x if residual_scale is None else residual_scale * x
+        if self.deepnorm_alpha is not None:
+            residual = self.deepnorm_alpha * residual
         h = fn(norm(x) if self.normalize_before else x)
         x = self.residual_connection(self.dropout_module(h), residual)
         return x if self.normalize_before else norm(x)

@@ -17,7 +17,7 @@ class Operation:
     paper: str  # where the paper defines it
     field: str  # config / LayerConfig field; the flag is --field-with-dashes
     params: Tuple[str, ...]  # parameter paths inside one layer
-    per_layer: str  # parameters per layer in d (model dim), f (FFN dim), H (heads): "2d", "H", "0"
+    per_layer: str  # parameters per layer in d (model dim), f (FFN dim), H (heads), h (head dim d/H): "2d", "H", "0"
     follows: Optional[str]  # the module it comes after in the layer's data flow (baseline or an earlier row's)
     code: str  # where it lives
     help: str
@@ -26,6 +26,7 @@ class Operation:
     in_normformer: bool = False  # one of the paper's three operations (the normformer_* presets)
     gamma: Optional[str] = None  # its learned scale (Fig. 4)
     gamma_symbol: str = "γ"
+    normformer_paper: bool = True  # the NormFormer paper's; --normformer-layers decides which layers have it
 
     @property
     def flag(self) -> str:
@@ -49,8 +50,8 @@ class Operation:
         return tuple(dict.fromkeys(paths))
 
     def num_params(self, d: int, f: int, heads: int) -> int:
-        coefficient, symbol = re.fullmatch(r"(\d*)([dfH]?)", self.per_layer).groups()
-        return int(coefficient or 1) * {"d": d, "f": f, "H": heads, "": 1}[symbol]
+        coefficient, symbol = re.fullmatch(r"(\d*)([dfHh]?)", self.per_layer).groups()
+        return int(coefficient or 1) * {"d": d, "f": f, "H": heads, "h": d // heads, "": 1}[symbol]
 
 
 def _ln(path: str) -> Tuple[str, ...]:
@@ -64,6 +65,13 @@ OPERATIONS = (
         params=_ln("self_attn.q_ln") + _ln("self_attn.k_ln") + _ln("self_attn.v_ln"), in_fairseq=False,
         code="`SelfAttention.q_ln/k_ln/v_ln`",
         help="LayerNorm on the projected queries, keys and values (Table 5, '+3 More LN')",
+    ),
+    Operation(
+        "QK-norm", "Henry et al. 2020; per head as ViT-22B", "qk_norm", per_layer="4h", follows="self_attn.k_ln",
+        params=_ln("self_attn.q_norm") + _ln("self_attn.k_norm"), in_fairseq=False, normformer_paper=False,
+        code="`SelfAttention.q_norm/k_norm`",
+        help="QK-norm (Henry et al. 2020): a norm (--norm-type) over each head's query and key, shared by "
+        "the heads, before the dot product (not in the NormFormer paper; see --scale-qkv for its LN on all of q, k, v)",
     ),
     Operation(
         "HeadScale", "Eq. 3", "scale_heads", params=("self_attn.head_scale",), per_layer="H", follows="self_attn.v_ln",
@@ -87,6 +95,13 @@ OPERATIONS = (
         gamma="w_resid", gamma_symbol="λ_resid", code="`NormFormerLayer.w_resid`",
         help="ResScale (§2): a learned λ_resid ⊙ x on the FFN residual only, as the authors' fairseq code",
     ),
+    Operation(
+        "Sandwich LN", "CogView, Ding et al. 2021; Peri-LN, Kim et al. 2025", "sandwich_norm", per_layer="4d",
+        params=_ln("attn_ln") + _ln("ffn_out_ln"), follows="fc2", in_fairseq=False, normformer_paper=False,
+        code="`NormFormerLayer.attn_ln` (Post-Attn LN's), `NormFormerLayer.ffn_out_ln`",
+        help="sandwich norm (CogView; Peri-LN): a norm on each sublayer's output before the residual add; its "
+        "attention half is --scale-attn's Post-Attn LN (the same module), so with --scale-attn it adds 2d, not 4d",
+    ),
 )  # fmt: skip
 
 # Pre-LN (the default, Fig. 1 left) or Post-LN: where every layer's two LayerNorms sit. No parameters.
@@ -95,7 +110,15 @@ POST_LN = Operation(
     code="`NormFormerLayer._sublayer`: `LN(x + f(x))` instead of Pre-LN's `x + f(LN(x))`, no final LN",
     help="Post-LN layers (LayerNorm after each residual add, Xiong et al. 2020) instead of Pre-LN",
 )  # fmt: skip
-SWITCHES = OPERATIONS + (POST_LN,)  # every boolean layer option of the command line
+# DeepNorm (Wang et al. 2022): Post-LN with x_{l+1} = LN(α x_l + G(x_l)) and the init of W^V, W^O, FC1, FC2
+# times β; α, β from the depth (DeepNet Table 1, modules/deepnorm.py). No parameters.
+DEEPNORM = Operation(
+    "DeepNorm", "Wang et al. 2022, Table 1", "deepnorm", params=(), per_layer="0", follows=None, in_fairseq=False,
+    normformer_paper=False, code="`NormFormerLayer._sublayer` (α), `modules/deepnorm.py` (α, β; the β init)",
+    help="DeepNorm (Wang et al. 2022), with --post-ln: LN(α·x + f(x)) and the initial W^V, W^O, FC1, FC2 times β, "
+    "α and β from the number of layers (DeepNet Table 1)",
+)  # fmt: skip
+SWITCHES = OPERATIONS + (POST_LN, DEEPNORM)  # every boolean layer option of the command line
 
 # Our extension, NOT in the paper: NormFormer's attention operations on the decoder's encoder attention
 # (normformer_transformer only; the paper has no encoder-decoder). Off in every preset.
@@ -134,7 +157,7 @@ def layer_modules() -> Tuple[str, ...]:
     order = list(BASELINE_MODULES)
     for op in OPERATIONS:  # rows are in data-flow order, so ``follows`` is already placed
         at = order.index(op.follows) + 1
-        order[at:at] = op.modules
+        order[at:at] = [m for m in op.modules if m not in order]  # Sandwich LN shares Post-Attn LN's attn_ln
     return tuple(order)
 
 
@@ -189,3 +212,37 @@ def _fairseq_names(op: Operation) -> str:
     if op.fairseq_params == op.params:
         return "same"
     return ", ".join(f"`{p}`" for p in op.fairseq_params)
+
+
+@dataclass(frozen=True)
+class NormKind:
+    name: str  # the value of --norm-type / --ffn-norm-type
+    paper: str
+    equation: str  # over the n features of one position; g, b: learned per feature
+    per_norm: str  # parameters of one norm over n features
+    flags: Tuple[str, ...]  # the options that take it
+
+
+# The kinds of norm (modules/layer_norm.py, ``Norm``). --norm-type sets every norm of the model (the layers',
+# the embedding and final norms, RoBERTa's LM head's); --ffn-norm-type NormFormer's FFN LN alone.
+NORM_KINDS = (
+    NormKind("layernorm", "Ba et al. 2016", "(x − mean(x)) / sqrt(var(x) + ε) · g + b", "2n",
+             ("--norm-type", "--ffn-norm-type")),
+    NormKind("layernorm_nobias", "NormFormer's conclusion: LayerNorm without the bias",
+             "(x − mean(x)) / sqrt(var(x) + ε) · g", "n", ("--ffn-norm-type",)),
+    NormKind("rmsnorm", "Zhang & Sennrich 2019", "x / sqrt(mean(x²) + ε) · g (no mean centering, no bias)", "n",
+             ("--norm-type", "--ffn-norm-type")),
+    NormKind("dyt", "Zhu et al. 2025, DyT", "tanh(α x) · g + b, α one learned scalar per norm (init 0.5)", "2n+1",
+             ("--norm-type",)),
+)  # fmt: skip
+NORM_TYPES = [kind.name for kind in NORM_KINDS if "--norm-type" in kind.flags]
+FFN_NORM_TYPES = [kind.name for kind in NORM_KINDS if "--ffn-norm-type" in kind.flags]
+
+
+def norm_kinds_table() -> str:
+    """The "Kinds of norm" table of docs/model.md."""
+    lines = ["| kind | paper | equation | parameters of a norm over n features | options |", "|---|---|---|---|---|"]
+    for kind in NORM_KINDS:
+        flags = ", ".join(f"`{flag} {kind.name}`" for flag in kind.flags)
+        lines.append(f"| `{kind.name}` | {kind.paper} | `{kind.equation}` | {kind.per_norm} | {flags} |")
+    return "\n".join(lines) + "\n"

@@ -46,6 +46,11 @@ LM_FAMILIES = {
     "normformer_after_wo_learned_tied_scaled": ["--scale-heads", "--head-scale-position", "after_wo", "--scale-attn",
                                                 "--decoder-learned-pos", "--share-decoder-input-output-embed",
                                                 "--layernorm-embedding", "--activation-fn", "gelu"],  # fmt: skip
+    # the normalization bench (docs/model.md, "Normalization schemes")
+    "sandwich_qk_norm_rmsnorm": ["--sandwich-norm", "--qk-norm", "--norm-type", "rmsnorm", "--layernorm-embedding"],
+    "dyt_ffn_ln_nobias_last_layer": ["--norm-type", "dyt", "--scale-attn", "--scale-fc", "--scale-heads",
+                                     "--ffn-norm-type", "layernorm_nobias", "--normformer-layers", "last:1"],
+    "deepnorm_ffn_rmsnorm": ["--post-ln", "--deepnorm", "--scale-fc", "--ffn-norm-type", "rmsnorm"],
 }
 
 
@@ -69,6 +74,9 @@ ENCODER_FAMILIES = {
     "postln_bert_with_ffn_ln": ("postln_bert_base", ["--scale-fc"]),
     "normformer_roberta_all_operations": ("normformer_roberta_base", ALL_OPERATIONS),
     "preln_roberta_untied": ("preln_roberta_base", ["--untie-weights-roberta"]),
+    "roberta_sandwich_qk_norm_rmsnorm": ("preln_roberta_base", ["--sandwich-norm", "--qk-norm", "--norm-type", "rmsnorm"]),
+    "bert_deepnorm_dyt_first_layer": ("postln_bert_base", ["--deepnorm", "--norm-type", "dyt", "--qk-norm", "--scale-fc",
+                                                           "--scale-heads", "--normformer-layers", "0"]),
 }
 
 

@@ -26,6 +26,9 @@ FAMILIES = {  # arch, flags, one dictionary for both sides
         "--share-decoder-input-output-embed", "--layernorm-embedding", "--decoder-learned-pos"], False),
     "postln_every_switch_after_wo": ("postln_transformer_wmt_en_de", EVERY_SWITCH + [
         "--head-scale-position", "after_wo", "--no-scale-embedding", "--activation-fn", "gelu"], False),
+    "deepnorm_rmsnorm_sandwich_qk_norm_first_layer": ("postln_transformer_iwslt_de_en", [
+        "--deepnorm", "--norm-type", "rmsnorm", "--sandwich-norm", "--qk-norm", "--scale-heads", "--scale-fc",
+        "--normformer-layers", "first:1"], False),
 }  # fmt: skip
 
 

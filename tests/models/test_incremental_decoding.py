@@ -12,6 +12,7 @@ CASES = {
     "learned": ALL + ["--decoder-learned-pos"],
     "after_wo": ALL + ["--head-scale-position", "after_wo"],
     "post_ln": ALL + ["--post-ln"],
+    "norm_bench": ["--qk-norm", "--sandwich-norm", "--norm-type", "rmsnorm", "--post-ln", "--deepnorm"],
 }
 PAD = 1  # fairseq Dictionary's pad index; real tokens are drawn from [4, 50)
 PROMPT_LENGTHS = [9, 4, 1, 6]

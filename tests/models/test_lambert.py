@@ -9,6 +9,7 @@ from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_normformer  # noqa: F401  (registers lambert)
+from fairseq_normformer.checks import BadInput
 from fairseq_normformer.models.lambert import LambertSentenceEncoder
 from fairseq_normformer.modules.lambert_layer import LambertLayer, LambertLayerConfig, segment_layout
 from fairseq_normformer.modules.operations import operations_in
@@ -174,8 +175,14 @@ def test_normformer_lambert_is_the_operations_table_flags_away(tiny_bert_corpus)
     _, model = build(tiny_bert_corpus.data_bin, "normformer_lambert_base", "--scale-qkv")
     layer = model.encoder.sentence_encoder.layers[0]
     assert operations_in(dict(layer.named_parameters())) == {
-        "scale_qkv": True, "scale_heads": True, "scale_attn": True, "scale_fc": True, "scale_resids": False}
+        "scale_qkv": True, "scale_heads": True, "scale_attn": True, "scale_fc": True, "scale_resids": False,
+        "qk_norm": False, "sandwich_norm": False}
     assert layer.normalize_before and len(model.encoder.sentence_encoder.layers) == 12
+
+
+def test_norm_bench_options_lambert_lacks_are_refused_by_name(tiny_bert_corpus):
+    with pytest.raises(BadInput, match=r"^lambert does not implement --qk-norm, --norm-type, --normformer-layers$"):
+        build(tiny_bert_corpus.data_bin, "lambert_tiny", "--qk-norm", "--norm-type", "rmsnorm", "--normformer-layers", "0")
 
 
 def test_model_refuses_a_pair_with_more_segments_than_max_segments(tiny_bert_corpus):

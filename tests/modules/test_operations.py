@@ -11,7 +11,7 @@ from fairseq.modules.transformer_layer import TransformerDecoderLayerBase
 import fairseq_normformer
 from fairseq_normformer.models.normformer_lm import NormFormerLanguageModelConfig
 from fairseq_normformer.modules import LayerConfig, NormFormerLayer
-from fairseq_normformer.modules.operations import OPERATIONS, POST_LN, SWITCHES, markdown_table
+from fairseq_normformer.modules.operations import DEEPNORM, OPERATIONS, POST_LN, SWITCHES, markdown_table, norm_kinds_table
 
 from ..models.encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask
 
@@ -25,7 +25,10 @@ def layer_params(d, f, heads, **switches):
 
 
 def only(op):
-    """LayerConfig keywords with just this row switched on (Post-LN is LayerConfig's normalize_before)."""
+    """LayerConfig keywords with just this row switched on (Post-LN is LayerConfig's normalize_before,
+    DeepNorm its α and β on Post-LN)."""
+    if op is DEEPNORM:
+        return {"normalize_before": False, "deepnorm_alpha": 2.0, "deepnorm_beta": 0.5}
     return {"normalize_before": False} if op is POST_LN else {op.field: True}
 
 
@@ -43,7 +46,10 @@ def test_per_layer_formulas_are_the_papers():
     d, f, heads = 7, 11, 13  # distinct primes: each formula's symbol and coefficient show
     counts = {op.label: op.num_params(d, f, heads) for op in SWITCHES}
     assert counts == {"Post-Attn LN": 2 * d, "FFN LN": 2 * f, "HeadScale": heads, "ResScale": d, "QKV LN": 6 * d,
-                      "Post-LN baseline": 0}  # fmt: skip
+                      "Post-LN baseline": 0, "QK-norm": 4 * (d // heads), "Sandwich LN": 4 * d,
+                      "DeepNorm": 0}  # fmt: skip
+    qk_norm = next(op for op in SWITCHES if op.field == "qk_norm")
+    assert qk_norm.num_params(24, 11, 3) == 4 * 8  # two norms over the head dim, 24 / 3
     assert sum(op.num_params(d, f, heads) for op in OPERATIONS if op.in_normformer) == 2 * d + 2 * f + heads
 
 
@@ -127,3 +133,4 @@ def test_contradicting_post_ln_and_encoder_normalize_before_is_an_error():
 
 def test_docs_table_is_rendered_from_the_operations_table():
     assert markdown_table() in (ROOT / "docs" / "model.md").read_text(encoding="utf-8")
+    assert norm_kinds_table() in (ROOT / "docs" / "model.md").read_text(encoding="utf-8")

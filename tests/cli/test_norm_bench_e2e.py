@@ -1,0 +1,57 @@
+"""The normalization-bench switches through the real fairseq-train: one tiny causal LM and one tiny masked LM
+(MLM + NSP) with every switch on at once, two updates each, run side by side."""
+import math
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import torch
+
+from tests.conftest import python_warnings
+from tests.distributed.fairseq_runs import logged_updates, tiny_bert_args, tiny_lm_args, train
+
+L, D, F, H = 2, 32, 64, 4  # tiny_lm_args / tiny_bert_args (with NormFormer's three operations)
+SCHEMES = ["--post-ln", "--deepnorm", "--qk-norm", "--sandwich-norm"]
+LM_SCHEMES = SCHEMES + ["--norm-type", "rmsnorm", "--ffn-norm-type", "layernorm_nobias", "--normformer-layers", "first:1"]
+MLM_SCHEMES = SCHEMES + ["--norm-type", "dyt", "--ffn-norm-type", "rmsnorm", "--normformer-layers", "last:1"]
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
+    root = tmp_path_factory.mktemp("norm_bench")
+    args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *LM_SCHEMES),
+            tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *MLM_SCHEMES)]  # fmt: skip
+    with ThreadPoolExecutor(2) as pool:
+        lm, mlm = pool.map(train, args)
+    return {"lm": (lm, root / "lm"), "mlm": (mlm, root / "mlm")}
+
+
+@pytest.mark.parametrize("name", ["lm", "mlm"])
+def test_every_scheme_at_once_trains_through_fairseq_train(runs, name):
+    result, save_dir = runs[name]
+    assert python_warnings(result.stdout, result.stderr) == []
+    losses = [stats["loss"] for stats in logged_updates(result.stdout).values()]
+    assert len(losses) == 2 and all(math.isfinite(float(loss)) for loss in losses), losses
+    weights = torch.load(save_dir / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    layers = r"(decoder|encoder\.sentence_encoder)\.layers\.(\d)\."
+    names = {(int(m[2]), name[m.end() :]) for name in weights if (m := re.match(layers, name))}
+    every_layer = {"self_attn.q_norm.weight", "self_attn.k_norm.weight", "attn_ln.weight", "ffn_out_ln.weight"}
+    assert all((i, n) in names for i in range(L) for n in every_layer)
+    normformer_layer = 0 if name == "lm" else L - 1  # first:1, last:1
+    assert {i for i, n in names if n == "ffn_layernorm.weight"} == {normformer_layer}
+    if name == "lm":  # RMSNorm everywhere, a bias-less LayerNorm as FFN LN: no norm has a bias
+        assert not any(n.endswith(("norm.bias", "ln.bias", "layernorm.bias")) for _, n in names)
+    else:  # DyT: one α per norm
+        assert (0, "self_attn_layer_norm.alpha") in names and (0, "self_attn.q_norm.alpha") in names
+
+
+def test_the_lm_logs_the_parameters_of_its_equations(runs, tiny_lm_corpus):
+    """Untied embeddings, sinusoidal positions, Post-LN (no final norm); RMSNorm: d per norm over d."""
+    result, _ = runs["lm"]
+    vocab = sum(1 for _ in open(tiny_lm_corpus.data_bin / "dict.txt")) + 4  # + <s> <pad> </s> <unk>
+    linear = 4 * (D * D + D) + (D * F + F) + (F * D + D)
+    norms = 2 * D + 2 * (D // H) + 2 * D  # the layer's two, QK-norm over the head dim, sandwich's two
+    normformer_layer_0 = H + F  # HeadScale and the bias-less FFN LN (Post-Attn LN is the sandwich's)
+    expected = 2 * vocab * D + L * (linear + norms) + normformer_layer_0
+    logged = int(re.search(r"num\. shared model params: ([\d,]+)", result.stdout + result.stderr)[1].replace(",", ""))
+    assert logged == expected
