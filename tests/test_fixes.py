@@ -181,3 +181,15 @@ def test_a_file_torch_cannot_read_is_one_line_without_torchs_weights_only_advice
     with pytest.raises(BadInput, match=rf"^checkpoint {re.escape(str(path))} .*{reason}") as refused:
         checkpoint_utils.load_checkpoint_to_cpu(str(path))
     assert "weights_only" not in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_train_main_takes_a_namespace_as_fairseqs_does(tiny_lm_corpus, checkpoints_by_switch, tmp_path):
+    """fairseq's train.main converts an argparse.Namespace itself (fairseq's test_binaries call it so);
+    save-on-signal's wrapper did not, and stopped with "'Namespace' object has no attribute 'checkpoint'".
+    In this process the plugin is loaded: the run equals fairseq-train's with the plugin."""
+    from fairseq_cli import train as fairseq_train
+
+    argv = [str(a) for a in fairseq_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--user-dir", USER_DIR)]
+    fairseq_train.main(options.parse_args_and_arch(options.get_training_parser(), argv))
+    weights, cli_weights = model_weights(tmp_path / "checkpoint_last.pt"), model_weights(checkpoints_by_switch["checks on"])
+    assert weights.keys() == cli_weights.keys() and all(torch.equal(weights[k], cli_weights[k]) for k in weights)
