@@ -70,7 +70,8 @@ def get_train_iterator(self, epoch, combine=True, load_dataset=True, data_select
         self.task.load_dataset(self.cfg.dataset.train_subset, epoch=epoch, combine=combine,
                                data_selector=data_selector, tpu=self.tpu)  # fmt: skip
     cut_in = 1 if reuses_first_epoch_batches(self, disable_iterator_cache) else epoch
-    new = self.task.dataset(self.cfg.dataset.train_subset) not in self.task.dataset_to_epoch_iter
+    # (a task that cannot reuse its iterator may have an unhashable dataset: laser's, multilingual_translation's)
+    new = cut_in != epoch and self.task.dataset(self.cfg.dataset.train_subset) not in self.task.dataset_to_epoch_iter
     with training_batches():
         iterator = _fairseq_get_train_iterator(self, cut_in, combine, False, data_selector, shard_batch_itr,
                                                disable_iterator_cache)  # fmt: skip

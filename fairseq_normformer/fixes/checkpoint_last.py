@@ -17,6 +17,7 @@ import sys
 
 import torch
 from fairseq.distributed import utils as distributed_utils
+from fairseq.file_io import PathManager
 
 from ..checks import BadInput
 from . import optimizer_state
@@ -74,13 +75,13 @@ def move_aside(save_dir: str, file_suffixes: list) -> str:
 def load_checkpoint(cfg, trainer, **passthrough_args):
     """fairseq's resume (with the optimizer state by name: optimizer_state.py), from the newest intact
     checkpoint when the save dir's checkpoint_last cannot be read."""
-    if cfg.restore_file == "checkpoint_last.pt" and checkpoint_checks_on():
-        file_suffixes = suffixes(trainer)
-        problem = os.path.isfile(os.path.join(cfg.save_dir, f"{LAST}{file_suffixes[0]}.pt")) and damage(
-            cfg.save_dir, LAST, file_suffixes
-        )
-        if problem:
-            cfg = resume_instead(cfg, problem, file_suffixes)
+    if cfg.restore_file == "checkpoint_last.pt" and isinstance(cfg.save_dir, str) and checkpoint_checks_on():
+        last = os.path.join(cfg.save_dir, f"{LAST}{trainer.checkpoint_suffix}.pt")  # as fairseq's load_checkpoint
+        if PathManager.exists(last) and not PathManager.path_requires_pathmanager(last):
+            file_suffixes = suffixes(trainer)
+            problem = damage(cfg.save_dir, LAST, file_suffixes)
+            if problem:
+                cfg = resume_instead(cfg, problem, file_suffixes)
     return optimizer_state.load_checkpoint(cfg, trainer, **passthrough_args)
 
 
