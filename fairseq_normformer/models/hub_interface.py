@@ -17,6 +17,7 @@ from fairseq import utils
 from fairseq.models.roberta.hub_interface import RobertaHubInterface
 from torch import Tensor
 
+from ..checks import BadInput
 from .normformer_bert import NormFormerBertModel, segment_ids
 
 MASK = "<mask>"
@@ -28,7 +29,7 @@ class NormFormerRobertaHubInterface(RobertaHubInterface):
         special symbols (``<s> <pad> </s> <unk> <mask>``) left out; each probability is the token's own,
         from the softmax over the whole vocabulary."""
         if masked_input.count(MASK) != 1:
-            raise ValueError(f"fill_mask: put exactly one {MASK} in the input, e.g. 'Return the {MASK} of x'")
+            raise BadInput(f"fill_mask: put exactly one {MASK} in the input, e.g. 'Return the {MASK} of x'")
         tokens = self.encode_masked(masked_input)
         with utils.model_eval(self.model), torch.no_grad():
             logits, _ = self.model(tokens.unsqueeze(0).to(device=self.device))
@@ -61,7 +62,7 @@ class NormFormerBertHubInterface(NormFormerRobertaHubInterface):
     def encode(self, sentence: str, *addl_sentences, no_separator=True) -> Tensor:
         """``<s> A </s>`` or ``<s> A </s> B </s>``, as mlm_nsp trains (BERT's ``[CLS] A [SEP] B [SEP]``)."""
         if len(addl_sentences) > 1 or not no_separator:
-            raise ValueError("BERT's input is one segment or two (A, B), each ended by a single </s>")
+            raise BadInput("BERT's input is one segment or two (A, B), each ended by a single </s>")
         return super().encode(sentence, *addl_sentences, no_separator=True)
 
     def decode(self, tokens: Tensor):
@@ -82,7 +83,7 @@ class NormFormerBertHubInterface(NormFormerRobertaHubInterface):
     def predict_next_sentence(self, sentence_a: str, sentence_b: str, return_logits: bool = False) -> Tensor:
         """(2,) log-probabilities (or logits) that B follows A, in the head's order: IS_NEXT, NOT_NEXT."""
         if self.model.encoder.nsp_head is None:
-            raise ValueError("this model has no next-sentence head (pre-trained with --no-nsp)")
+            raise BadInput("this model has no next-sentence head (pre-trained with --no-nsp)")
         tokens = self.encode(sentence_a, sentence_b)
         with utils.model_eval(self.model):
             _, extra = self.model(tokens.unsqueeze(0).to(device=self.device))

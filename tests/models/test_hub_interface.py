@@ -7,6 +7,7 @@ import sentencepiece as spm
 import torch
 from fairseq.data import ListDataset
 
+from fairseq_normformer.checks import BadInput
 from fairseq_normformer.data.nsp_pairs import IS_NEXT, NspPairDataset
 from fairseq_normformer.models import NormFormerBertModel, NormFormerRobertaModel
 from fairseq_normformer.models.hub_interface import NormFormerBertHubInterface, NormFormerRobertaHubInterface
@@ -100,3 +101,10 @@ def test_bert_next_sentence_prediction_from_the_hub(bert):
     expected = encoder.nsp_head(torch.tanh(encoder.pooler.dense(features[:, 0])))[0]
     torch.testing.assert_close(bert.predict_next_sentence(A, B, return_logits=True), expected)
     assert bert.predict_next_sentence(A, B).exp().sum().item() == pytest.approx(1.0)
+
+
+def test_bad_hub_input_is_named(roberta, bert):
+    with pytest.raises(BadInput, match="exactly one <mask>"):
+        roberta.fill_mask("Return the value.")
+    with pytest.raises(BadInput, match="one segment or two"):
+        bert.encode(A, B, "A third.")
