@@ -1,10 +1,12 @@
 """normformer-build-corpus: build a corpus for fairseq from text already on this machine.
 
     normformer-build-corpus --out DIR [--format lm|bert] [--vocab-size N] [--max-chars N] [--seed S]
+    normformer-build-corpus --out DIR --text FILE... | --text-dir DIR [--format lm|bert] [--vocab-size N]
     normformer-build-corpus --out DIR --format translation --source-lang en --target-lang de [--max-words N]
     normformer-build-corpus --out DIR --format squad|squad2|conll|swag [--max-chars N] [--seed S]
 
-lm/bert: the Python standard library's docstrings, or with --python-docs the Python manual (docs/data.md); translation: the gettext message
+lm/bert: the Python standard library's docstrings, with --python-docs the Python manual, with --text/--text-dir
+your own plain text (docs/data.md); translation: the gettext message
 catalogues of installed programs (docs/translation.md); squad/squad2/conll/swag: fine-tuning tasks built from
 the standard library's syntax trees (docs/finetuning.md). lm/bert/translation write DIR/raw (text), DIR/spm.model
 (SentencePiece), DIR/data-bin (fairseq-preprocess output). A complete corpus with the same settings
@@ -19,6 +21,7 @@ from ..corpus.gettext import DEFAULT_LOCALE_DIR, build_translation_corpus
 from ..corpus.pipeline import MARKER, SPLITS, read_manifest
 from ..corpus.python_docs import DEFAULT_DOCS_DIR, PACKAGE
 from ..corpus.stdlib import FORMATS, build_corpus
+from ..corpus.text import HELD_OUT_EVERY, build_text_corpus, text_files
 
 TRANSLATION = "translation"
 
@@ -39,6 +42,11 @@ def get_parser() -> argparse.ArgumentParser:
     parser.add_argument("--python-docs", nargs="?", const=str(DEFAULT_DOCS_DIR), default=None, metavar="DIR",
                         help=f"lm/bert: the Python manual's prose (7 MB; `apt-get install {PACKAGE}`) instead of "
                         f"the docstrings; DIR: its reST sources (default {DEFAULT_DOCS_DIR})")
+    parser.add_argument("--text", nargs="+", default=[], metavar="FILE",
+                        help="lm/bert: your own UTF-8 text instead of the docstrings; blank lines separate documents, "
+                        f"every {HELD_OUT_EVERY}th document is test and the one before it valid (docs/data.md)")
+    parser.add_argument("--text-dir", default=None, metavar="DIR",
+                        help="lm/bert: as --text, with every file under DIR (sorted by path)")
     group = parser.add_argument_group("translation")
     group.add_argument("--source-lang", default="en",
                        help="source language: en (the msgids are English) or, for X->en, a directory of --locale-dir")
@@ -85,13 +93,28 @@ def build(args):
         return paths, f"{{{args.source_lang},{args.target_lang}}}", "translation"
     if args.max_words is not None:
         raise ValueError("--max-words applies to --format translation; use --max-chars for lm and bert")
-    paths = build_corpus(args.out, fmt=args.format, vocab_size=args.vocab_size, max_chars=args.max_chars,
-                         seed=args.seed, workers=args.workers, python_docs_dir=args.python_docs)  # fmt: skip
+    if args.text or args.text_dir is not None:
+        paths = build_own_text(args)
+    else:
+        paths = build_corpus(args.out, fmt=args.format, vocab_size=args.vocab_size, max_chars=args.max_chars,
+                             seed=args.seed, workers=args.workers, python_docs_dir=args.python_docs)  # fmt: skip
     return paths, "txt", "mlm_nsp --criterion mlm_nsp" if args.format == "bert" else "language_modeling"
+
+
+def build_own_text(args):
+    """--text/--text-dir (lm or bert): the corpus of corpus/text.py."""
+    if args.python_docs is not None:
+        raise ValueError("--python-docs and --text/--text-dir each name the text: pass one of them")
+    return build_text_corpus(args.out, text_files(args.text, args.text_dir), fmt=args.format,
+                             vocab_size=args.vocab_size, max_chars=args.max_chars, seed=args.seed,
+                             workers=args.workers)  # fmt: skip
 
 
 def main(argv=None):
     args = get_parser().parse_args(argv)
+    if (args.text or args.text_dir is not None) and args.format not in FORMATS:
+        raise SystemExit(f"normformer-build-corpus: error: --text and --text-dir build the {' and '.join(FORMATS)} "
+                         f"formats, not {args.format}")
     if args.format in TASK_FORMATS:
         return build_task(args)
     reused = (Path(args.out) / MARKER).exists()

@@ -200,14 +200,36 @@ def evaluate(run: Run, data_bin: Path, args):
     proc.wait_ok(f"fairseq-eval-lm of {run.name}")
 
 
-def read_results(run: Run) -> dict:
-    """Parameters and updates from fairseq-train's log; perplexity and speed from fairseq-eval-lm's."""
+def read_logged(read, path):
     try:
-        train_log, evaluation = read_training_log(run.dir / "train.log"), read_eval_lm(run.dir / "eval.log")
+        return read(path)
     except ValueError as e:
         raise SystemExit(f"demo: {e}")
-    return {"params": train_log.num_params, "updates": train_log.last_update(), "ppl": evaluation["ppl"],
-            "tokens_per_s": evaluation["tokens_per_s"]}  # fmt: skip
+
+
+def training_results(run: Run) -> dict:
+    """Parameters and updates from fairseq-train's log."""
+    train_log = read_logged(read_training_log, run.dir / "train.log")
+    return {"params": train_log.num_params, "updates": train_log.last_update()}
+
+
+def evaluation_results(run: Run) -> dict:
+    """Perplexity and speed from fairseq-eval-lm's log."""
+    evaluation = read_logged(read_eval_lm, run.dir / "eval.log")
+    return {"ppl": evaluation["ppl"], "tokens_per_s": evaluation["tokens_per_s"]}
+
+
+def why_not_comparable(runs: list, args):
+    """None when every run trained for the same number of updates; else why their perplexities
+    are not compared (the safety net stopped them at different updates)."""
+    updates = {run.name: run.results["updates"] for run in runs}
+    if len(set(updates.values())) == 1:
+        return None
+    stopped = ", ".join(f"{name} after {n}" for name, n in updates.items())
+    return (f"no comparison: --stop-time-hours {args.stop_time_hours} stopped the runs after different numbers of "
+            f"updates ({stopped}, of {args.updates}), and perplexities after different amounts of training do not "
+            "compare the models. Run the demo on a less loaded machine, or with a larger --stop-time-hours "
+            f"(new run directories; these stay in {args.workdir / 'runs'}).")
 
 
 def table(runs: list) -> str:
@@ -250,13 +272,19 @@ def main(argv=None):
     train(runs, corpus.data_bin, args)
     if dry_run():
         return
+    for run in runs:
+        run.results = training_results(run)
+    reason = why_not_comparable(runs, args)
+    if reason:
+        raise SystemExit(f"demo: {reason}")
     print("[3/3] fairseq-eval-lm on the valid split")
     for run in runs:
         evaluate(run, corpus.data_bin, args)
-        run.results = read_results(run)
+        run.results.update(evaluation_results(run))
     print(f"\n{table(runs)}\n")
-    if len({run.results["updates"] for run in runs}) > 1:
-        print("note: --stop-time-hours stopped a run early; the models saw different numbers of updates")
+    if runs[0].results["updates"] < args.updates:
+        print(f"note: --stop-time-hours stopped both runs after {runs[0].results['updates']} of {args.updates} "
+              "updates; they are compared at that point")
     if not all(math.isfinite(run.results["ppl"]) for run in runs):
         print("note: a model diverged (non-finite perplexity)")
     print(f"valid ppl: per SentencePiece token. The demo took {time.time() - start:.0f}s; "

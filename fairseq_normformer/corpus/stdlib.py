@@ -181,7 +181,7 @@ def split_documents(stdlib_dir, seed: int, max_chars, sources=stdlib_modules, do
 
 
 # --- Build -------------------------------------------------------------------------------------
-def _write_text(documents: dict, raw_dir: Path, fmt: str) -> dict:
+def _write_text(documents: dict, raw_dir: Path, fmt: str, source_name: str) -> dict:
     raw_dir.mkdir(parents=True)
     stats = {}
     for split, docs in documents.items():
@@ -190,7 +190,7 @@ def _write_text(documents: dict, raw_dir: Path, fmt: str) -> dict:
             raise ValueError(f"the {split} split is empty: raise max_chars")
         (raw_dir / f"{split}.txt").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         stats[split] = {
-            "modules": len({d.module for d in docs}),
+            source_name: len({d.module for d in docs}),
             "documents": len(docs),
             "lines": sum(1 for line in lines if line),
             "chars": sum(len(line) for line in lines),
@@ -199,7 +199,6 @@ def _write_text(documents: dict, raw_dir: Path, fmt: str) -> dict:
 
 
 def _build(tmp: Path, settings: dict, workers: int) -> dict:
-    paths = corpus_paths(tmp)
     if "python_docs" in settings:
         from . import python_docs  # it builds on this module's Document and reST rules
 
@@ -207,7 +206,14 @@ def _build(tmp: Path, settings: dict, workers: int) -> dict:
                                     python_docs.doc_files, python_docs.file_document)  # fmt: skip
     else:
         documents = split_documents(settings["stdlib"], settings["seed"], settings["max_chars"])
-    stats = _write_text(documents, paths.raw_dir, settings["format"])
+    return build_from_documents(tmp, documents, settings, workers)
+
+
+def build_from_documents(tmp: Path, documents: dict, settings: dict, workers: int, source_name="modules") -> dict:
+    """The corpus layout above from {split: [Document]}: text in ``settings["format"]``, SentencePiece
+    trained on train, pieces, fairseq-preprocess; the statistics (``source_name``: what Document.module names)."""
+    paths = corpus_paths(tmp)
+    stats = _write_text(documents, paths.raw_dir, settings["format"], source_name)
     train_sentencepiece([paths.raw_dir / "train.txt"], tmp / "spm", settings["vocab_size"], settings["seed"])
     pieces = encode_splits(tmp, [f"{split}.txt" for split in SPLITS])
     for split in SPLITS:
@@ -216,7 +222,7 @@ def _build(tmp: Path, settings: dict, workers: int) -> dict:
     return {**stats, **vocabulary_sizes(paths, "dict.txt")}
 
 
-def _check_args(fmt, vocab_size, max_chars, workers):
+def check_args(fmt, vocab_size, max_chars, workers):
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
     if vocab_size < 8:
@@ -232,7 +238,7 @@ def build_corpus(out_dir, *, fmt="lm", vocab_size=8000, max_chars=None, seed=0, 
     """Build (or reuse, when ``out_dir`` holds a complete corpus with the same settings) the
     standard-library docstring corpus, or with ``python_docs_dir`` the Python manual's prose
     (python_docs.py). Never writes into an existing non-empty ``out_dir``."""
-    _check_args(fmt, vocab_size, max_chars, workers)
+    check_args(fmt, vocab_size, max_chars, workers)
     settings = {"format": fmt, "vocab_size": vocab_size, "max_chars": max_chars, "seed": seed,
                 "python": platform.python_version(), "stdlib": sysconfig.get_paths()["stdlib"]}  # fmt: skip
     if python_docs_dir is not None:

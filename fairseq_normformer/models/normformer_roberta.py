@@ -81,6 +81,16 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
         parser.add_argument("--no-layernorm-embedding", dest="layernorm_embedding", action="store_false",
                             help="no LayerNorm on the embeddings, where the preset has one (the BERT presets)")
 
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".",
+                        bpe="sentencepiece", **kwargs):  # fmt: skip
+        """fairseq's, returning this package's hub interface (models/hub_interface.py: fill_mask fixed,
+        BERT's input layout); the BPE defaults to SentencePiece: pass ``sentencepiece_model=".../spm.model"``."""
+        from .hub_interface import hub_interface
+
+        hub = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, bpe=bpe, **kwargs)
+        return hub_interface(hub.cfg, hub.task, hub.model)
+
     def upgrade_state_dict_named(self, state_dict, name):
         self.check_checkpoint_weights(state_dict, name + "." if name else "")
         super().upgrade_state_dict_named(state_dict, name)

@@ -6,6 +6,7 @@ import sys
 
 from fairseq.data import Dictionary
 
+from fairseq_normformer.cli.demo import Run, get_parser, why_not_comparable
 from tests.cli.lm_params import expected_params
 from tests.conftest import REPO_ROOT, python_warnings
 
@@ -51,3 +52,12 @@ def test_demo_trains_both_models_then_reuses_them(tmp_path):
     assert "corpus:" in again and again.count("/eval.log") == 2
     assert {m: r[:4] for m, r in table_rows(again).items()} == {m: r[:4] for m, r in rows.items()}
 
+
+
+def test_runs_stopped_after_different_updates_are_not_compared(tmp_path):
+    args = get_parser().parse_args(["--workdir", str(tmp_path)])
+    runs = [Run("preln", [], args.lr, results={"updates": 227}), Run("normformer", [], args.lr, results={"updates": 203})]
+    reason = why_not_comparable(runs, args)  # issue 40: 227 and 203 of 600 were compared side by side
+    assert reason.startswith("no comparison") and "preln after 227, normformer after 203, of 600" in reason
+    runs[0].results["updates"] = 203
+    assert why_not_comparable(runs, args) is None  # both stopped at the same update: compared there

@@ -9,7 +9,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import sentencepiece as spm
+import torch
 from fairseq.data import Dictionary, data_utils
+from fairseq.hub_utils import GeneratorHubInterface
+
+from fairseq_normformer.models import NormFormerLanguageModel
 
 from tests.cli.lm_params import expected_params
 from tests.conftest import REPO_ROOT, USER_DIR, python_warnings, run_cli
@@ -98,17 +103,53 @@ def test_eval_lm_agrees_with_training_validation(trained, tiny_lm_corpus):
     assert loss == pytest.approx(float(final_valid["valid_loss"]), abs=1e-3)
 
 
-def test_interactive_continues_a_raw_text_prompt(trained, tiny_lm_corpus):
+def sample_interactively(save_dir, corpus, seed: int, prompts: str) -> str:
+    """stdout of docs/model.md's sampling command on the ``prompts`` lines, without its timings."""
+    out = cli(["fairseq-interactive", corpus.data_bin, "--user-dir", USER_DIR, "--task", "language_modeling",
+               "--path", save_dir / "checkpoint_last.pt", "--bpe", "sentencepiece", "--sentencepiece-model",
+               corpus.spm_model, "--sampling", "--beam", "1", "--sampling-topk", "50", "--max-len-b", "12",
+               "--seed", seed], input=prompts)  # fmt: skip
+    assert python_warnings(out.stdout, out.stderr) == []
+    return re.sub(r"^W-.*\n", "", out.stdout, flags=re.M)  # W-: the time each prompt took
+
+
+def test_interactive_samples_continuations_of_raw_text_reproducibly(trained, tiny_lm_corpus):
     _, save_dir = trained["normformer"]
-    out = cli(["fairseq-interactive", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, "--task",
-                   "language_modeling", "--path", save_dir / "checkpoint_last.pt", "--bpe", "sentencepiece",
-                   "--sentencepiece-model", tiny_lm_corpus.spm_model, "--beam", "1", "--max-len-b", "8"],
-                  input="Return the value of\n").stdout  # fmt: skip
-    source = re.search(r"^S-0\t(.*)$", out, re.M).group(1).split()
-    hypothesis = re.search(r"^H-0\t\S+\t(.*)$", out, re.M).group(1).split()
-    detokenized = re.search(r"^D-0\t\S+\t(.*)$", out, re.M).group(1)
-    assert hypothesis[: len(source)] == source and len(hypothesis) > len(source)
-    assert detokenized.startswith("Return the value of")
+    prompt = "Return the value of"
+    with ThreadPoolExecutor(2) as pool:
+        out, again = pool.map(lambda _: sample_interactively(save_dir, tiny_lm_corpus, 7, f"{prompt}\n" * 2), range(2))
+    assert out == again  # the same seed, the same samples
+    sources = [s.split() for s in re.findall(r"^S-\d+\t(.*)$", out, re.M)]
+    hypotheses = [h.split() for h in re.findall(r"^H-\d+\t\S+\t(.*)$", out, re.M)]
+    detokenized = re.findall(r"^D-\d+\t\S+\t(.*)$", out, re.M)
+    assert len(sources) == len(hypotheses) == len(detokenized) == 2
+    for source, hypothesis, text in zip(sources, hypotheses, detokenized):
+        assert hypothesis[: len(source)] == source and len(hypothesis) > len(source)
+        assert text.startswith(prompt)
+    assert detokenized[0] != detokenized[1]  # sampled, not searched: the same prompt twice, two continuations
+
+
+def test_hub_interface_scores_and_samples(trained, tiny_lm_corpus):
+    _, save_dir = trained["normformer"]
+    lm = NormFormerLanguageModel.from_pretrained(save_dir, checkpoint_file="checkpoint_last.pt",
+                                                 data_name_or_path=str(tiny_lm_corpus.data_bin), bpe="sentencepiece",
+                                                 sentencepiece_model=str(tiny_lm_corpus.spm_model)).eval()  # fmt: skip
+    assert isinstance(lm, GeneratorHubInterface)
+    text, d = "Return the value of the list.", Dictionary.load(str(tiny_lm_corpus.data_bin / "dict.txt"))
+    pieces = spm.SentencePieceProcessor(model_file=str(tiny_lm_corpus.spm_model)).encode(text, out_type=str)
+    ids = [d.index(p) for p in pieces]
+    model = lm.models[0]
+    with torch.no_grad():  # each piece's log-probability given </s> (the start) and the pieces before it
+        log_probs = model.get_normalized_probs(model(torch.tensor([[d.eos()] + ids[:-1]])), log_probs=True)[0]
+    scored = lm.score(text)
+    assert scored["tokens"].tolist() == ids
+    torch.testing.assert_close(scored["positional_scores"], log_probs[torch.arange(len(ids)), ids])
+
+    samples = []
+    for _ in range(2):
+        torch.manual_seed(3)
+        samples.append(lm.sample("Return the value of", sampling=True, sampling_topk=50, max_len_b=12))
+    assert samples[0] == samples[1] and samples[0].startswith("Return the value of") and len(samples[0]) > 19
 
 
 def test_generate_continues_valid_prefixes(trained, tiny_lm_corpus):
