@@ -1,5 +1,6 @@
 """The fixes table (fairseq_normformer/fixes): what it lists is what is installed, once; the
 NORMFORMER_CHECKPOINT_CHECKS switch in both states; fairseq's hydra warnings filtered, no others."""
+import argparse
 import importlib
 import os
 import re
@@ -193,3 +194,20 @@ def test_train_main_takes_a_namespace_as_fairseqs_does(tiny_lm_corpus, checkpoin
     fairseq_train.main(options.parse_args_and_arch(options.get_training_parser(), argv))
     weights, cli_weights = model_weights(tmp_path / "checkpoint_last.pt"), model_weights(checkpoints_by_switch["checks on"])
     assert weights.keys() == cli_weights.keys() and all(torch.equal(weights[k], cli_weights[k]) for k in weights)
+
+
+def test_a_task_with_a_dictionary_per_language_is_fingerprinted_by_language():
+    """multilingual_translation's source/target_dictionary is the first language's while training and the
+    pair's while generating: fingerprints by side refused fairseq's own test_multilingual_transformer."""
+    from fairseq.data import Dictionary
+    from fairseq.tasks.multilingual_translation import MultilingualTranslationTask
+
+    from fairseq_normformer.fixes.checkpoints import dictionary_fingerprints, symbols_md5
+
+    dicts = {"de": Dictionary(), "en": Dictionary()}
+    dicts["de"].add_symbol("hallo")
+    args = argparse.Namespace(lang_pairs=["de-en"], source_lang="de", target_lang="en")
+    training, generating = (MultilingualTranslationTask(args, dicts, mode) for mode in (True, False))
+    assert training.target_dictionary is not generating.target_dictionary  # why sides cannot be compared
+    expected = {f"language {lang}": {"size": len(d), "md5": symbols_md5(d.symbols)} for lang, d in dicts.items()}
+    assert dictionary_fingerprints(training) == dictionary_fingerprints(generating) == expected
