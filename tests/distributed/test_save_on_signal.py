@@ -1,7 +1,9 @@
 """Save on a signal (fixes/save_on_signal.py): SIGTERM to one rank of a 2-process run, or to one of
 two torchrun launchers, between saves: every rank stops after the same update, checkpoint_last is
 at that update, the run exits 75 with one line, and the same command resumes to the uninterrupted
-run's losses and weights. NORMFORMER_SAVE_ON_SIGNAL=none keeps fairseq's behaviour."""
+run's losses and weights. The launch scripts forward the signal; torchrun's launcher
+(fairseq_normformer/runs/torchrun.py) then ends with 75 and one line, no traceback.
+NORMFORMER_SAVE_ON_SIGNAL=none keeps fairseq's behaviour."""
 import importlib.util
 import os
 import re
