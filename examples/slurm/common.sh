@@ -35,9 +35,9 @@ lm_train_args() {
 run_forwarding() {
   local signals=$1 pid name status=0
   shift
-  if [ "$DRY_RUN" = 1 ]; then run "$@"; return; fi
-  "$@" &
-  pid=$!
+  run --background "$@"
+  if [ "$DRY_RUN" = 1 ]; then return; fi
+  pid=$RUN_PID
   for name in $signals; do trap "kill -$name $pid" "$name"; done
   while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done  # a trapped signal ends a wait early
   wait "$pid" || status=$?
