@@ -57,16 +57,19 @@ one_seed() {
   done
 }
 
-# run [--log LOG] COMMAND...: COMMAND recorded in OUT/commands.sh and run (DRY_RUN=1: printed instead), with
-# --log its output (stdout and stderr) in LOG
+# run [--log LOG | --background] COMMAND...: COMMAND recorded in OUT/commands.sh and run (DRY_RUN=1: printed
+# instead), with --log its output (stdout and stderr) in LOG, with --background in the background (its
+# process id in RUN_PID)
 run() {
-  local line log=""
+  local line log="" background=0
   if [ "$1" = --log ]; then log="$2" && shift 2; fi
+  if [ "$1" = --background ]; then background=1 && shift; fi
   one_seed "$@"
   line="$(printf '%q ' "${ONE_SEED[@]}")"
   if [ -n "$log" ]; then line="$(printf 'mkdir -p %q && %s> %q 2>&1' "$(dirname "$log")" "$line" "$log")"; fi
   if [ -n "${OUT:-}" ]; then record_command "${line//$REPO\//}"; fi
   if [ "$DRY_RUN" = 1 ]; then echo "$line"; return; fi
+  if [ "$background" = 1 ]; then "${ONE_SEED[@]}" & RUN_PID=$!; return; fi
   if [ -z "$log" ]; then "${ONE_SEED[@]}"; return; fi
   mkdir -p "$(dirname "$log")" && "${ONE_SEED[@]}" >"$log" 2>&1
 }

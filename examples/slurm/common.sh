@@ -28,3 +28,18 @@ lm_train_args() {
     PORT=${PORT:-$("$PY" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])')}
   fi
 }
+
+# run_forwarding "SIGNALS" COMMAND...: COMMAND run (DRY_RUN=1: printed) in the background, each of SIGNALS
+# (names, space-separated) this script gets forwarded to it; returns COMMAND's exit status. A command in
+# the foreground would never get them: bash waits for it, and dies of an untrapped SIGTERM alone.
+run_forwarding() {
+  local signals=$1 pid name status=0
+  shift
+  run --background "$@"
+  if [ "$DRY_RUN" = 1 ]; then return; fi
+  pid=$RUN_PID
+  for name in $signals; do trap "kill -$name $pid" "$name"; done
+  while kill -0 "$pid" 2>/dev/null; do wait "$pid" || true; done  # a trapped signal ends a wait early
+  wait "$pid" || status=$?
+  return $status
+}

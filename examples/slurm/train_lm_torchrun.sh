@@ -17,7 +17,9 @@ NODE_RANK=${SLURM_NODEID:-${NODE_RANK:?set NODE_RANK}}
 MASTER_ADDR=${MASTER_ADDR:-$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)}
 WORLD_SIZE=$((NNODES * GPUS_PER_NODE))
 lm_train_args "$DATA_BIN" "$@"
-# SIGTERM or SIGUSR1 to a launcher reaches its workers, which save checkpoint_last and exit 75 (docs/distributed.md)
-run torchrun --nnodes "$NNODES" --nproc-per-node "$GPUS_PER_NODE" --node-rank "$NODE_RANK" \
-  --master-addr "$MASTER_ADDR" --master-port "${PORT:-29500}" --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 \
-  "$(command -v fairseq-train)" "$DATA_BIN" "${LM_ARGS[@]}" "$@"
+# SIGTERM, SIGUSR1 or SIGINT to this script reaches torchrun, which forwards it to its workers: they save
+# checkpoint_last and exit 75, and so does this script, with one line (docs/distributed.md). torchrun runs
+# through fairseq_normformer/runs/torchrun.py, which ends without torch's tracebacks when nothing failed.
+run_forwarding "TERM USR1 INT" "$PY" -P "$REPO/fairseq_normformer/runs/torchrun.py" --nnodes "$NNODES" --nproc-per-node "$GPUS_PER_NODE" \
+  --node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "${PORT:-29500}" \
+  --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1 "$(command -v fairseq-train)" "$DATA_BIN" "${LM_ARGS[@]}" "$@"

@@ -60,7 +60,7 @@ def test_launch_scripts_train_with_the_papers_batch(script, env, world_size, tok
         assert args.distributed_port > 0  # all tasks must agree on the rendezvous port
     else:
         words = shlex.split(command_line)
-        assert words[0] == "torchrun"
+        assert words[1:3] == ["-P", str(REPO_ROOT / "fairseq_normformer/runs/torchrun.py")]  # torchrun, quiet
         value = lambda flag: int(words[words.index(flag) + 1])
         assert value("--nnodes") * value("--nproc-per-node") == world_size
         assert "SIGUSR1" in words[words.index("--signals-to-handle") + 1].split(",")  # forwarded: save on a signal
@@ -180,8 +180,11 @@ def cpu_runs(tiny_lm_corpus, tmp_path_factory):
 
 
 def test_both_scripts_train_two_processes_as_one_with_update_freq_2(cpu_runs):
+    """Without a traceback: torch elastic's exit-barrier error after a finished run (pytorch#69520,
+    intermittent) is filtered (fairseq_normformer/runs/torchrun.py; the filter's own test: test_torchrun.py)."""
     for name in ("sbatch", "torchrun node 0"):
         assert "training on 2 devices" in cpu_runs[name], name
+    assert not [name for name, output in cpu_runs.items() if "Traceback" in output]
     assert "training on 1 devices" in cpu_runs["1 process, --update-freq 2"]
     reference = losses(cpu_runs["1 process, --update-freq 2"])
     assert sorted(reference) == [1, 2, 3]

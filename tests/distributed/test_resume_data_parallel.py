@@ -34,14 +34,17 @@ def static_rendezvous(port) -> list:
     return ["--master-addr", "127.0.0.1", "--master-port", port]
 
 
-def start_two_nodes(args, rendezvous=static_rendezvous, options=(), env=()) -> list:
-    """Two torchrun launchers, one "node" (one process) each, meeting at a free port of this machine
-    (``rendezvous(port)``: their rendezvous options), with more torchrun ``options`` and environment.
-    Their output (rank 0's log on node 0) goes to a pipe."""
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
+
+
+def start_two_nodes(args, rendezvous=static_rendezvous, options=(), env=(), launcher=TORCHRUN) -> list:
+    """Two torchrun launchers (``launcher``: torchrun's command), one "node" (one process) each, meeting
+    at a free port of this machine (``rendezvous(port)``: their rendezvous options), with more torchrun
+    ``options`` and environment. Their output (rank 0's log on node 0) goes to a pipe."""
     port = free_port()
     launchers = []
     for node in (0, 1):
-        torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", node,
+        torchrun = [*launcher, "--nnodes", "2", "--node-rank", node,
                     "--nproc-per-node", "1", *rendezvous(port), *options]  # fmt: skip
         launchers.append(start_launcher(args, torchrun, env))
     return launchers

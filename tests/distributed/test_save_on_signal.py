@@ -1,12 +1,15 @@
 """Save on a signal (fixes/save_on_signal.py): SIGTERM to one rank of a 2-process run, or to one of
 two torchrun launchers, between saves: every rank stops after the same update, checkpoint_last is
 at that update, the run exits 75 with one line, and the same command resumes to the uninterrupted
-run's losses and weights. NORMFORMER_SAVE_ON_SIGNAL=none keeps fairseq's behaviour."""
+run's losses and weights. The launch scripts forward the signal; torchrun's launcher
+(fairseq_normformer/runs/torchrun.py) then ends with 75 and one line, no traceback.
+NORMFORMER_SAVE_ON_SIGNAL=none keeps fairseq's behaviour."""
 import importlib.util
 import os
 import re
 import signal
 import subprocess
+import sys
 
 import psutil
 import pytest
@@ -14,8 +17,10 @@ import torch
 
 from ..conftest import REPO_ROOT
 from .fairseq_runs import command, logged_loss, logged_updates, model_weights, tiny_lm_args, train
-from .test_launch_scripts import TINY_OVERRIDES, cpu_env, fake_slurm
+from .test_launch_scripts import TINY_OVERRIDES, cpu_env, fake_slurm, free_port
 from .test_resume_data_parallel import GLOO, finish, merged_updates, read_until_update, start_two_nodes
+
+QUIET_TORCHRUN = [sys.executable, "-P", str(REPO_ROOT / "fairseq_normformer" / "runs" / "torchrun.py")]
 
 UPDATES = 40  # many more than the updates the test needs to send its signal
 SIGNALLED_AFTER = 3  # the update logged before the signal is sent
@@ -91,19 +96,45 @@ def test_sigterm_to_one_spawned_rank_saves_there_and_resumes_as_uninterrupted(re
 
 
 def test_sigterm_to_one_of_two_torchrun_launchers(reference, tiny_lm_corpus, tmp_path):
-    """torchrun forwards SIGTERM to its worker; the other node's worker stops at the same update.
-    Both launchers end non-zero (a worker exited 75; torchrun itself re-raises the signal)."""
+    """torchrun (through fairseq_normformer/runs/torchrun.py, as train_lm_torchrun.sh runs it) forwards
+    SIGTERM to its worker; the other node's worker stops at the same update. Both launchers exit 75
+    with one line each, no traceback (torch's own torchrun: 1, SignalException's and ChildFailedError's)."""
     args = between_saves(tiny_lm_corpus.data_bin, tmp_path)
-    launchers = start_two_nodes(args)
+    launchers = start_two_nodes(args, launcher=QUIET_TORCHRUN)
     before = read_until_update(launchers[0], SIGNALLED_AFTER)
     launchers[1].send_signal(signal.SIGTERM)
     logs = finish(launchers)
-    assert [launcher.returncode for launcher in launchers] == [1, 1]
-    assert "exitcode  : 75" in logs[0]
+    assert [launcher.returncode for launcher in launchers] == [75, 75], logs[0][-3000:] + logs[1][-3000:]
+    assert_launchers_stopped_quietly(before + logs[0], logs[1])
     stopped_log = before + logs[0]
     stopped_at = assert_stopped_at_the_signal(stopped_log, tmp_path)
-    resumed = finish(start_two_nodes(args))[0]
+    resumed = finish(start_two_nodes(args, launcher=QUIET_TORCHRUN))[0]
     assert_resumed_as_uninterrupted(reference, stopped_log, resumed, tmp_path, stopped_at)
+
+
+def assert_launchers_stopped_quietly(node_0_log, node_1_log):
+    """Node 1's launcher got the signal, node 0's saw its worker exit 75: each ends with its one line."""
+    for log, cause in ((node_0_log, "a signal to this or another node"), (node_1_log, "SIGTERM")):
+        assert "Traceback" not in log, log[-3000:]
+        assert log.strip().splitlines()[-1] == (f"torchrun: the workers stopped on {cause} and saved "
+                                                "checkpoint_last: run the same command to resume")  # fmt: skip
+
+
+def test_sigterm_to_the_torchrun_script_of_one_of_two_nodes(tiny_lm_corpus, tmp_path):
+    """examples/slurm/train_lm_torchrun.sh on two nodes; SIGTERM to node 1's script (as Kubernetes sends
+    it to a pod's first process): the script forwards it to torchrun (a command in the foreground would
+    not get it), both scripts exit 75 with torchrun's one line, checkpoint_last is at the stopped update."""
+    port, save_dir = str(free_port()), tmp_path / "checkpoints"
+    scripts = [start_script("train_lm_torchrun.sh", tiny_lm_corpus.data_bin, save_dir,
+                            cpu_env(NNODES="2", NODE_RANK=str(node), GPUS_PER_NODE="1", MASTER_ADDR="127.0.0.1",
+                                    PORT=port, PYTHONUNBUFFERED="1"))
+               for node in (0, 1)]  # fmt: skip
+    before = read_until_update(scripts[0], SIGNALLED_AFTER)
+    scripts[1].send_signal(signal.SIGTERM)
+    logs = finish(scripts)
+    assert [script.returncode for script in scripts] == [75, 75], logs[0][-3000:] + logs[1][-3000:]
+    assert_launchers_stopped_quietly(before + logs[0], logs[1])
+    assert_stopped_at_the_signal(before + logs[0], save_dir)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("fairscale") is None, reason="needs fairscale (requirements/fsdp.txt)")
@@ -123,13 +154,18 @@ def test_sigterm_to_a_sharded_run_saves_every_shard_at_the_same_update(tiny_lm_c
     assert [checkpoint_update(tmp_path / shard) for shard in shards] == [int(update)] * 2
 
 
+def start_script(script, data_bin, save_dir, env) -> subprocess.Popen:
+    """examples/slurm/SCRIPT on the tiny model, UPDATES updates with no save before them, its output to a pipe."""
+    overrides = [arg for arg in TINY_OVERRIDES if arg != "--no-save"] + ["--max-update", str(UPDATES)]
+    return subprocess.Popen(["bash", f"examples/slurm/{script}", str(data_bin), str(save_dir), *overrides],
+                            cwd=REPO_ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+
+
 def start_sbatch(data_bin, save_dir, slurm_bin) -> subprocess.Popen:
     """examples/slurm/train_lm.sbatch with 2 tasks under the stand-in srun, saving between saves."""
     env = cpu_env(slurm_bin, SLURM_NTASKS_PER_NODE="2", SLURM_NNODES="1", SLURM_JOB_NODELIST="node0",
                   SLURM_JOB_ID="4242", SLURM_SUBMIT_DIR=str(REPO_ROOT), PYTHONUNBUFFERED="1")  # fmt: skip
-    overrides = [arg for arg in TINY_OVERRIDES if arg != "--no-save"] + ["--max-update", str(UPDATES)]
-    return subprocess.Popen(["bash", "examples/slurm/train_lm.sbatch", str(data_bin), str(save_dir), *overrides],
-                            cwd=REPO_ROOT, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    return start_script("train_lm.sbatch", data_bin, save_dir, env)
 
 
 def test_the_sbatch_script_forwards_usr1_and_requeues(tiny_lm_corpus, tmp_path):
