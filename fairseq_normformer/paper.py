@@ -263,7 +263,8 @@ def get_parser() -> argparse.ArgumentParser:
                              "--gpu-memory, then each with --checkpoint-activations")
     memory.add_argument("--gpu-memory", type=float, default=None, help="GB per GPU; needed by --backend auto")
     memory.add_argument("--checkpoint-activations", action="store_true",
-                        help="count activations as fairseq's --checkpoint-activations keeps them (layer inputs only)")
+                        help="count activations as fairseq's --checkpoint-activations keeps them (layer inputs only); "
+                             "with --trace: trace the step with it")
     return p
 
 
