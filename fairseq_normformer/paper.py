@@ -323,7 +323,7 @@ def trace_report(s: dict, checkpoint_activations: bool) -> dict:
         "size": s["size"], "model": s["model"], "arch": s["arch"], "batch_size": s["batch_size"],
         "tokens_per_sample": seq_len, "dropout": s["dropout"], "checkpoint_activations": checkpoint_activations,
         "parameters": step.parameters, "flops_per_token": step.flops // tokens,
-        "flops_per_token_formula": memory_plan.flops_per_token(shape, seq_len),
+        "flops_per_token_formula": memory_plan.flops_per_token(shape, seq_len, checkpoint_activations),
         "layer_norm_flops_per_token": step.layer_norm_flops // tokens,
         # backward runs a layer at a time: what it saves (recomputed layers, the torch FFN LN's GELU) once
         "saved_activation_bytes": step.saved_forward_bytes + step.saved_backward_bytes // shape.layers,
@@ -372,14 +372,17 @@ def trace_main(args):
     """--trace: a JSON list, a report per run; --trace-table: a markdown table."""
     if args.format == "shell":
         raise ValueError("--trace prints JSON: leave out --format shell")
-    logging.disable(logging.INFO)  # fairseq's and hydra's log lines of each model built
     sizes = [PRESET_SIZES.get(size, size) for size in args.size or SIZES]
-    if args.trace_table:
-        print("\n".join(trace_table_lines(args.trace_table, sizes, args.world_size)))
-        return
-    runs = [size_settings(size, model, args.world_size, args.batch_size, args.tokens_per_sample)
-            for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
-    print(json.dumps([trace_report(s, args.checkpoint_activations) for s in runs], indent=2))
+    logging.disable(logging.INFO)  # fairseq's and hydra's log lines of each model built
+    try:
+        if args.trace_table:
+            print("\n".join(trace_table_lines(args.trace_table, sizes, args.world_size)))
+            return
+        runs = [size_settings(size, model, args.world_size, args.batch_size, args.tokens_per_sample)
+                for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
+        print(json.dumps([trace_report(s, args.checkpoint_activations) for s in runs], indent=2))
+    finally:
+        logging.disable(logging.NOTSET)
 
 
 def main(argv=None):
