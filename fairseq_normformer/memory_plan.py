@@ -20,7 +20,8 @@ leaves the GPU that gathered unit alone.
 
 Activations (``activation_bytes``) are what autograd keeps for backward, counted tensor by tensor
 from NormFormerLayer (modules/normformer_layer.py) and checked against torch's saved-tensor hooks on
-CPU (tests/test_memory_plan.py), in the manner of Korthikanti et al. 2022 (Sec. 4.1).
+CPU (tests/test_memory_plan.py) and, at the paper's sizes, on the meta device with CUDA's kernels
+(meta_trace.py, ``normformer-paper-settings --trace``), in the manner of Korthikanti et al. 2022 (Sec. 4.1).
 """
 import math
 from dataclasses import dataclass
