@@ -5,6 +5,8 @@
                                                   # plus the fused Triton kernels and LN kernel timings
     python -m benchmarks hf-generate              # greedy generate() of the HF exports against GPT-2
                                                   # (hf_generate.py; batch 1, one thread)
+    python -m benchmarks paper-125m               # the paper's 125M, NormFormer and Pre-LN, trained by fairseq-train
+                                                  # at 2048 tokens in bf16 (paper_125m.py; issue 42)
     python -m benchmarks render                   # docs/benchmarks.md again from the stored JSON
 
 variants.py declares the models, measure.py and eval_lm.py measure them into a JSON results file

@@ -75,6 +75,21 @@ def hf_generate_command(args, argv: list):
     _write(args.results_dir / "hf_generate_cpu.json", results)
 
 
+def paper_125m_command(args, argv: list):
+    """The paper's 125M trained by fairseq-train on CPU, both models: write paper_125m_cpu.json."""
+    from .paper_125m import measure_125m
+
+    corpus = build_corpus(args.workdir / "corpus", fmt="lm", vocab_size=8000, max_chars=2_000_000)
+    command = " ".join(["python -m benchmarks", *argv]).replace(f" --note {args.note}", "")
+    results = run_description("cpu", SETUPS["cpu"], command)
+    del results["setup"]  # the training benchmark's shapes; this one records its own
+    if args.note:
+        results["note"] = args.note
+    results.update(measure_125m(corpus.data_bin, args.workdir, REPO_ROOT / "fairseq_normformer", args.rounds,
+                                args.updates))  # fmt: skip
+    _write(args.results_dir / "paper_125m_cpu.json", results)
+
+
 def _write(path: Path, results: dict):
     results["load_average"] = list(os.getloadavg())  # 1, 5, 15 minutes, at the end of the run
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,6 +126,12 @@ def main(argv=None):
     gen.add_argument("--prompt-len", type=int, default=16, help="prompt tokens")
     gen.add_argument("--new-tokens", type=int, default=64, help="greedy new tokens a generate() call")
     gen.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")
+    big = commands.add_parser("paper-125m", help="the paper's 125M, NormFormer and Pre-LN, trained by fairseq-train at "
+                              "2048 tokens in bf16, one thread, alternating run by run (benchmarks/paper_125m.py)")
+    big.add_argument("--rounds", type=int, default=2, help="fairseq-train runs of each model")
+    big.add_argument("--updates", type=int, default=5, help="updates a run (the first is warm-up)")
+    big.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="corpus and its GPT-2-sized copy")
+    big.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")
     commands.add_parser("render", help="render the doc from the stored DEVICE.json files, measuring nothing")
     args = parser.parse_args(argv)
     if args.command == "measure":
@@ -119,6 +140,8 @@ def main(argv=None):
         lambert_command(args, argv)
     elif args.command == "hf-generate":
         hf_generate_command(args, argv)
+    elif args.command == "paper-125m":
+        paper_125m_command(args, argv)
     render(args.results_dir, args.doc, REPO_ROOT)
     print(f"rendered {args.doc}")
 

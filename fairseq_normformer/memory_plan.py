@@ -20,7 +20,8 @@ leaves the GPU that gathered unit alone.
 
 Activations (``activation_bytes``) are what autograd keeps for backward, counted tensor by tensor
 from NormFormerLayer (modules/normformer_layer.py) and checked against torch's saved-tensor hooks on
-CPU (tests/test_memory_plan.py), in the manner of Korthikanti et al. 2022 (Sec. 4.1).
+CPU (tests/test_memory_plan.py) and, at the paper's sizes, on the meta device with CUDA's kernels
+(meta_trace.py, ``normformer-paper-settings --trace``), in the manner of Korthikanti et al. 2022 (Sec. 4.1).
 """
 import math
 from dataclasses import dataclass
@@ -129,19 +130,34 @@ def state_bytes(s: ModelShape, precision: str, backend: str, world_size: int, ch
 def layer_activation_bytes(s: ModelShape, element: int, dropout_mask: int) -> int:
     """Bytes one layer keeps for backward per token. Pre-LN layer: the two LayerNorms' inputs and
     outputs (4d) and their fp32 mean and rstd (2 x 8 bytes), q, k, v and the attention output (4d),
-    the fused attention's fp32 log-sum-exp (4 bytes a head), FC1's output and FC2's input (2f).
-    NormFormer adds the Post-Attn LN's input (d) and the FFN LN's statistics (2 x 8 bytes); its FFN LN
-    output replaces the activation output FC2 reads, HeadScale is folded into W^O (per layer, not per
-    token: ``layer_constant_bytes``). Dropout keeps a mask for each residual branch (2d)."""
+    the fused attention's fp32 log-sum-exp (4 bytes a head), FC1's output, which fairseq's GELU keeps
+    in fp32 (it computes in fp32: 4f bytes in any precision), and FC2's input (f).
+    NormFormer adds the Post-Attn LN's input (d) and the FFN LN's statistics (2 x 8 bytes); its fused
+    activation + FFN LN keeps FC1's output in the activations' dtype and its output is FC2's input;
+    HeadScale is folded into W^O (per layer, not per token: ``layer_constant_bytes``). Dropout keeps a
+    mask for each residual branch (2d)."""
     d, f = s.embed, s.ffn
-    tensors = 4 * d + 4 * d + 2 * f + (d if s.normformer else 0)
+    fc1_output = element * f if s.normformer else 4 * f
+    tensors = 4 * d + 4 * d + f + (d if s.normformer else 0)
     layer_norms = 4 if s.normformer else 2
-    return element * tensors + 8 * layer_norms + 4 * s.heads + dropout_mask * 2 * d
+    return element * tensors + fc1_output + 8 * layer_norms + 4 * s.heads + dropout_mask * 2 * d
 
 
 def layer_constant_bytes(s: ModelShape, element: int) -> int:
     """HeadScale's γ repeated over the head dimension and W^O with γ folded in, kept once per layer."""
     return element * (s.embed + s.embed * s.embed) if s.normformer else 0
+
+
+def flops_per_token(s: ModelShape, seq_len: int, checkpoint_activations=False) -> int:
+    """FLOPs of a training step per token as torch's FlopCounterMode counts them: 6 x the parameters in
+    matrix products (q, k, v, W^O, FC1, FC2 and the output projection; forward 2, backward 4), and
+    attention's products over the whole T x T square (causal masking saves nothing in the count):
+    forward QK^T and AV, 2Td each, and flash attention's backward 5 such products (it recomputes QK^T).
+    ``--checkpoint-activations`` runs the layers' forward once more in backward."""
+    d, f = s.embed, s.ffn
+    layer_forward = 2 * (4 * d * d + 2 * d * f) + 2 * 2 * seq_len * d
+    layers = s.layers * (3 + checkpoint_activations) * layer_forward + s.layers * 2 * seq_len * d  # +QK^T again
+    return layers + 6 * s.vocab * d
 
 
 def activation_bytes(s: ModelShape, batch_size: int, seq_len: int, element: int, checkpoint_activations=False,

@@ -13,13 +13,18 @@ and the memory each GPU needs to train a size (``memory_plan.py``, docs/distribu
 
     normformer-paper-settings --memory --size 1.3B --model normformer --world-size 8 --gpu-memory 32
     normformer-paper-settings --memory-table      # docs/distributed.md's table, every size
+
+and one training step of a size traced on the meta device (``meta_trace.py``, docs/distributed.md#traced-against-planned)::
+
+    normformer-paper-settings --trace --size 2.7B --model normformer [--checkpoint-activations]
 """
 import argparse
 import json
+import logging
 import shlex
 import sys
 
-from . import memory_plan
+from . import memory_plan, meta_trace
 from .models.normformer_lm import GPT3_SIZES
 
 # size -> preset suffix: preln_lm_<suffix> (baseline) and normformer_lm_<suffix> (NormFormer)
@@ -230,6 +235,13 @@ def get_parser() -> argparse.ArgumentParser:
     which.add_argument("--memory-table", action="store_true",
                        help="docs/distributed.md's memory table: each --size (default: all) of the first --model (default: "
                             "normformer), and the backend --backend auto picks on each GPU")
+    which.add_argument("--trace", action="store_true",
+                       help="one training step of each --size and --model (default: every size, both) on the meta device, "
+                            "fp16 at the plan's batch: parameters, FLOPs per token counted and by formula, bytes saved "
+                            "for backward against the memory plan's (JSON)")
+    which.add_argument("--trace-table", choices=("memory", "flops"),
+                       help="--trace of each --size (default: all) and both models as docs/distributed.md's table "
+                            "(memory: traced against planned activations) or docs/model.md's (flops: NormFormer's overhead)")
     p.add_argument("--size", action="append", choices=[*SIZES, *PRESET_SIZES],
                    help="125M or gpt3_small, ...; repeatable; default: the table's sizes")
     p.add_argument("--model", action="append", choices=list(MODELS), help="repeatable; default: both")
@@ -251,7 +263,8 @@ def get_parser() -> argparse.ArgumentParser:
                              "--gpu-memory, then each with --checkpoint-activations")
     memory.add_argument("--gpu-memory", type=float, default=None, help="GB per GPU; needed by --backend auto")
     memory.add_argument("--checkpoint-activations", action="store_true",
-                        help="count activations as fairseq's --checkpoint-activations keeps them (layer inputs only)")
+                        help="count activations as fairseq's --checkpoint-activations keeps them (layer inputs only); "
+                             "with --trace: trace the step with it")
     return p
 
 
@@ -299,6 +312,79 @@ def memory_main(args, runs: list):
     print(f"MEMORY_ARGS=({shlex.join(plans[0].fairseq_args())})")
 
 
+def trace_report(s: dict, checkpoint_activations: bool) -> dict:
+    """--trace of one ``size_settings`` run: what the meta-device step counted, beside the formulas."""
+    shape, seq_len = memory_plan.ModelShape.gpt3(s["arch"]), s["tokens_per_sample"]
+    step = meta_trace.lm_step(s["arch"], s["batch_size"], seq_len, s["dropout"], checkpoint_activations, shape.vocab)
+    planned = memory_plan.plan(s["arch"], "memory-efficient-fp16", "c10d", s["world_size"], s["batch_size"], seq_len,
+                               checkpoint_activations, s["dropout"] > 0)  # fmt: skip
+    tokens = s["batch_size"] * seq_len
+    return {
+        "size": s["size"], "model": s["model"], "arch": s["arch"], "batch_size": s["batch_size"],
+        "tokens_per_sample": seq_len, "dropout": s["dropout"], "checkpoint_activations": checkpoint_activations,
+        "parameters": step.parameters, "flops_per_token": step.flops // tokens,
+        "flops_per_token_formula": memory_plan.flops_per_token(shape, seq_len, checkpoint_activations),
+        "layer_norm_flops_per_token": step.layer_norm_flops // tokens,
+        # backward runs a layer at a time: what it saves (recomputed layers, the torch FFN LN's GELU) once
+        "saved_activation_bytes": step.saved_forward_bytes + step.saved_backward_bytes // shape.layers,
+        "saved_at_end_of_forward_bytes": step.saved_forward_bytes,
+        "planned_activation_bytes": planned.bytes["activations"],
+    }  # fmt: skip
+
+
+def trace_table_lines(which: str, sizes: list, world_size: int) -> list:
+    """--trace-table memory: traced against planned activations (GiB), without and with
+    --checkpoint-activations; flops: NormFormer's FLOPs per token over Pre-LN's."""
+    runs = {(size, model): size_settings(size, model, world_size) for size in sizes for model in MODELS}
+    if which == "flops":
+        return flop_overhead_lines({key: trace_report(s, False) for key, s in runs.items()}, sizes)
+    header = ["size", "model", "--batch-size", "activations: traced", "planned", "difference",
+              "checkpointed: traced", "planned", "difference"]  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for (size, model), s in runs.items():
+        cells = [size, model, str(s["batch_size"])]
+        for checkpoint in (False, True):
+            r = trace_report(s, checkpoint)
+            traced, planned = r["saved_activation_bytes"], r["planned_activation_bytes"]
+            cells += [memory_plan.gib_text(traced), memory_plan.gib_text(planned), f"{traced / planned - 1:+.1%}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def flop_overhead_lines(reports: dict, sizes: list) -> list:
+    """NormFormer - Pre-LN per token: matrix products and attention (torch's count), LayerNorms, parameters."""
+    header = ["size", "Pre-LN GFLOP/token (counted)", "formula", "NormFormer - Pre-LN: products",
+              "LayerNorm FLOPs", "FLOPs in all", "parameters"]  # fmt: skip
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for size in sizes:
+        base, norm = reports[(size, "baseline")], reports[(size, "normformer")]
+        total = {r["model"]: r["flops_per_token"] + r["layer_norm_flops_per_token"] for r in (base, norm)}
+        extra_norms = norm["layer_norm_flops_per_token"] - base["layer_norm_flops_per_token"]
+        cells = [size, f"{base['flops_per_token'] / 1e9:.3f}", f"{base['flops_per_token_formula'] / 1e9:.3f}",
+                 f"{norm['flops_per_token'] - base['flops_per_token']:+,}", f"{extra_norms:+,}",
+                 f"{total['normformer'] / total['baseline'] - 1:+.3%}",
+                 f"{norm['parameters'] / base['parameters'] - 1:+.3%}"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def trace_main(args):
+    """--trace: a JSON list, a report per run; --trace-table: a markdown table."""
+    if args.format == "shell":
+        raise ValueError("--trace prints JSON: leave out --format shell")
+    sizes = [PRESET_SIZES.get(size, size) for size in args.size or SIZES]
+    logging.disable(logging.INFO)  # fairseq's and hydra's log lines of each model built
+    try:
+        if args.trace_table:
+            print("\n".join(trace_table_lines(args.trace_table, sizes, args.world_size)))
+            return
+        runs = [size_settings(size, model, args.world_size, args.batch_size, args.tokens_per_sample)
+                for size in sizes for model in (args.model or list(MODELS))]  # fmt: skip
+        print(json.dumps([trace_report(s, args.checkpoint_activations) for s in runs], indent=2))
+    finally:
+        logging.disable(logging.NOTSET)
+
+
 def main(argv=None):
     args = get_parser().parse_args(argv)
     args.backend = args.backend or ("auto" if args.gpu_memory is not None else "c10d")
@@ -309,6 +395,8 @@ def main(argv=None):
         print("\n".join(bert_shell_lines()) if args.format == "shell" else json.dumps(BERT, indent=2))
         return
     try:
+        if args.trace or args.trace_table:
+            return trace_main(args)
         if args.memory or args.memory_table:  # every size: the plan needs no table's LRs
             runs = [size_settings(size, model, args.world_size, args.batch_size, args.tokens_per_sample)
                     for size in args.size or SIZES for model in (args.model or list(MODELS))]  # fmt: skip
