@@ -179,7 +179,7 @@ def test_hydra_train_builds_the_normformer(tiny_lm_corpus, tmp_path):
                    "optimization.max_update=20", "lr_scheduler.total_num_update=20"],
                   cwd=tmp_path)  # fmt: skip
     text = out.stdout + out.stderr
-    # examples/hydra/normformer_lm_tiny.yaml: 2 layers, d=64, FFN 256, 4 heads, tied embeddings
+    # examples/hydra/model/normformer_lm_tiny.yaml: 2 layers, d=64, FFN 256, 4 heads, tied embeddings
     preln = expected_params(vocab_size(tiny_lm_corpus), 2, 64, 256, 4, tied=True, normformer=False)
     assert logged_params(text) == preln + 2 * (2 * 64 + 2 * 256) + 2 * 4
     assert json_records(text, "train_inner")[-1]["num_updates"] == "20"

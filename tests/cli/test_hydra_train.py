@@ -99,3 +99,16 @@ def test_without_the_callback_one_line_says_what_is_off(tiny_lm_corpus, tmp_path
         "after the launch: save-on-signal and the command-line checks are off for this run; fairseq-hydra-train: add "
         "hydra.callbacks.normformer._target_=fairseq_normformer.hydra_callback.LoadPlugin (docs/hydra.md)\n"
     )
+
+
+def test_a_preset_as_model_name_is_refused_before_the_launch(tiny_lm_corpus, tmp_path):
+    """model._name=<preset> would train the dataclass's 512-dim 6-layer model (docs/hydra.md#the-papers-presets)."""
+    where = user_dir_with_corpus(tmp_path, "preset_name", tiny_lm_corpus.data_bin)
+    run = start(where, "model._name=preln_lm_gpt3_small")
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 2 and stderr == (
+        "fairseq-hydra-train: error: model._name=preln_lm_gpt3_small is an --arch preset, which fairseq-hydra-train "
+        "would fill with the model's defaults, not the preset's sizes; use its config instead: model=preln_lm_gpt3_small "
+        "with --config-dir examples/hydra (docs/hydra.md)\n"
+    )
+    assert not (where / "checkpoints").exists()  # refused before hydra made the run's directory
