@@ -42,15 +42,21 @@ def print_bad_input_as_one_line() -> None:
     previous = sys.excepthook
 
     def excepthook(kind, error, traceback):
-        bad_input = bad_input_behind(error)
-        if bad_input is not None:
-            for undo in UNDO_ON_BAD_INPUT:
-                undo()
-            print_error(str(bad_input))
-        else:
+        if not report_bad_input(error):
             previous(kind, error, traceback)
 
     sys.excepthook = excepthook
+
+
+def report_bad_input(error) -> bool:
+    """For a BadInput behind ``error``: undo what the refused run created and print its one line."""
+    bad_input = bad_input_behind(error)
+    if bad_input is None:
+        return False
+    for undo in UNDO_ON_BAD_INPUT:
+        undo()
+    print_error(str(bad_input))
+    return True
 
 
 def bad_input_behind(error):

@@ -8,10 +8,12 @@ the job; naming this one there imports the plugin first (docs/hydra.md):
         normformer:
           _target_: fairseq_normformer.hydra_callback.LoadPlugin
 
-Before the launch it also refuses ``model._name=<an --arch preset>``, which would build other sizes.
+Before the launch it also refuses ``model._name=<an --arch preset>``, which would build other sizes, and
+a job stopped by bad input ends in one line, as fairseq-train's.
 """
 import sys
 
+from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
@@ -45,6 +47,12 @@ class LoadPlugin(Callback):
 
     def on_multirun_start(self, config, **kwargs) -> None:
         self.check(config)
+
+    def on_job_end(self, config, job_return, **kwargs) -> None:
+        """A job refused for bad input (the command-line checks, a data reader) ends in one line, as
+        fairseq-train's does; hydra would print "Error executing job" and a traceback."""
+        if job_return.status == JobStatus.FAILED and checks.report_bad_input(job_return._return_value):
+            sys.exit(1)
 
     @staticmethod
     def check(config) -> None:

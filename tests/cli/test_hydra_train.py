@@ -112,3 +112,14 @@ def test_a_preset_as_model_name_is_refused_before_the_launch(tiny_lm_corpus, tmp
         "with --config-dir examples/hydra (docs/hydra.md)\n"
     )
     assert not (where / "checkpoints").exists()  # refused before hydra made the run's directory
+
+
+def test_bad_input_in_the_job_is_one_line_as_fairseq_trains(tiny_lm_corpus, tmp_path):
+    """The command-line checks refuse inside the job, where hydra printed "Error executing job" and a traceback."""
+    where = user_dir_with_corpus(tmp_path, "bad_size", tiny_lm_corpus.data_bin)
+    run = start(where, "model.decoder_embed_dim=0")
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 1 and stderr == (
+        "fairseq-hydra-train: error: --decoder-embed-dim 0: model sizes (dimensions, layers, attention heads) "
+        "must be positive\n"
+    )
