@@ -13,6 +13,7 @@ from ..conftest import USER_DIR, python_warnings
 BIN = Path(sys.executable).parent
 UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
+SHARDED = ["--distributed-world-size", "2", "--distributed-backend", "gloo", "--ddp-backend", "fully_sharded"]
 
 
 def tiny_lm_args(data_bin, save_dir, *extra) -> list:
@@ -75,6 +76,14 @@ def one_process_run(args, save_dir):
     for update, stats in logged_updates(log).items():  # the checkpoints hold the losses the log prints
         unrounded = logged_loss(interval_checkpoint(save_dir, update))
         assert float(stats["loss"]) == pytest.approx(unrounded, abs=5e-4)
+    return save_dir
+
+
+def warning_free_run(args, save_dir):
+    """A run of UPDATES updates, every one logged, no Python warning printed (fairscale's TypedStorage filtered)."""
+    result = train(args)
+    assert sorted(logged_updates(result.stdout)) == list(range(1, UPDATES + 1)), save_dir
+    assert python_warnings(result.stdout, result.stderr) == [], save_dir
     return save_dir
 
 
