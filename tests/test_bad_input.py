@@ -264,6 +264,20 @@ def test_bad_checkpoint_checks_switch(save_dir, tiny_lm_corpus, monkeypatch):
     fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)
 
 
+@pytest.fixture(scope="module")
+def pretrained_bert(tiny_bert_corpus, tmp_path_factory):
+    """flags -> the save dir of a BERT pre-trained 1 update with them (each trained once; copy it to resume)."""
+    runs = {}
+
+    def pretrained(flags: tuple):
+        if flags not in runs:
+            runs[flags] = tmp_path_factory.mktemp("pretrained")
+            run_fairseq_train(tiny_bert_args(tiny_bert_corpus.data_bin, runs[flags], "--max-update", "1", *flags))
+        return runs[flags]
+
+    return pretrained
+
+
 @pytest.mark.parametrize(
     "pretrained, resumed, flag",
     [
@@ -273,13 +287,13 @@ def test_bad_checkpoint_checks_switch(save_dir, tiny_lm_corpus, monkeypatch):
     ],
     ids=["checkpoint-without", "model-without", "resumed-with-adam-state"],
 )
-def test_embedding_layernorm_mismatch_is_one_line_naming_the_flag(pretrained, resumed, flag, tiny_bert_corpus, tmp_path):
+def test_embedding_layernorm_mismatch_is_one_line_naming_the_flag(pretrained, resumed, flag, pretrained_bert, tiny_bert_corpus,
+                                                                tmp_path):
     """The BERT presets keep BERT's embedding LayerNorm: a checkpoint pre-trained without one (as they were
     before) restored into one with it, or the other way round, as fine-tuning does (--reset-optimizer) or as a
     resumed run does (whose Adam state is mapped by parameter name first: it named a parameter, not the flag);
     fairseq: "Exception: Cannot load model parameters from checkpoint" and a traceback."""
-    save_dir = tmp_path / "pretrained"
-    run_fairseq_train(tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "1", *pretrained))
+    save_dir = shutil.copytree(pretrained_bert(tuple(pretrained)), tmp_path / "pretrained")
     before = snapshot(save_dir)
     args = tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "2", *resumed)
     result = run_fairseq_train(args, check=False)

@@ -5,11 +5,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
-from ..conftest import USER_DIR
+from ..conftest import USER_DIR, python_warnings
 
 BIN = Path(sys.executable).parent
+UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
+NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
+SHARDED = ["--distributed-world-size", "2", "--distributed-backend", "gloo", "--ddp-backend", "fully_sharded"]
 
 
 def tiny_lm_args(data_bin, save_dir, *extra) -> list:
@@ -62,6 +66,25 @@ def logged_updates(stdout: str) -> dict:
             stats = json.loads(line.split("| train_inner | ", 1)[1])
             updates[int(stats["num_updates"])] = stats
     return updates
+
+
+def one_process_run(args, save_dir):
+    """The reference: 1 process, --update-freq 2; no Python warning printed."""
+    result = train(args + ["--update-freq", "2"])
+    log = result.stdout
+    assert "distributed init" not in log and python_warnings(result.stdout, result.stderr) == []
+    for update, stats in logged_updates(log).items():  # the checkpoints hold the losses the log prints
+        unrounded = logged_loss(interval_checkpoint(save_dir, update))
+        assert float(stats["loss"]) == pytest.approx(unrounded, abs=5e-4)
+    return save_dir
+
+
+def warning_free_run(args, save_dir):
+    """A run of UPDATES updates, every one logged, no Python warning printed (fairscale's TypedStorage filtered)."""
+    result = train(args)
+    assert sorted(logged_updates(result.stdout)) == list(range(1, UPDATES + 1)), save_dir
+    assert python_warnings(result.stdout, result.stderr) == [], save_dir
+    return save_dir
 
 
 def interval_checkpoint(save_dir, update: int) -> Path:

@@ -9,16 +9,18 @@ import torch
 
 from ..conftest import python_warnings
 from .fairseq_runs import (
+    NO_DROPOUT,
+    UPDATES,
     interval_checkpoint,
     logged_loss,
     logged_updates,
     model_weights,
+    one_process_run,
     tiny_bert_args,
     tiny_lm_args,
     train,
 )
 
-UPDATES = 4
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 # The key bias's gradient is 0 in exact arithmetic (softmax is shift-invariant along the keys), so
 # Adam's normalised step turns the rounding noise of the all-reduce into steps of ±lr: not compared.
@@ -41,25 +43,8 @@ def assert_same_checkpoints(reference_dir, run_dir, updates: int):
                 torch.testing.assert_close(run_weights[name], weight, atol=1e-5, rtol=0, msg=name)
 
 
-def one_process_run(args, save_dir):
-    """The reference: 1 process, --update-freq 2."""
-    log = train(args + ["--update-freq", "2"]).stdout
-    assert "distributed init" not in log
-    for update, stats in logged_updates(log).items():  # the checkpoints hold the losses the log prints
-        unrounded = logged_loss(interval_checkpoint(save_dir, update))
-        assert float(stats["loss"]) == pytest.approx(unrounded, abs=5e-4)
-    return save_dir
-
-
-@pytest.fixture(scope="module")
-def lm_reference(tiny_lm_corpus, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp("one_process")
-    args = tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, "--dropout", "0", "--max-update", UPDATES)
-    return one_process_run(args, save_dir)
-
-
 def test_spawned_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
-    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--dropout", "0", "--max-update", UPDATES)
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES)
     result = train(args + ["--distributed-world-size", "2", "--distributed-backend", "gloo"])
     log = result.stdout
     assert "distributed init (rank 1)" in log
@@ -68,27 +53,24 @@ def test_spawned_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corp
 
 
 def test_torchrun_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
-    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--dropout", "0", "--max-update", UPDATES)
+    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES)
     log = train(args + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
     assert "distributed init (rank 1): env://" in log
     assert_same_trajectory(lm_reference, tmp_path, log)
 
 
-def test_mlm_nsp_world_of_two_matches_update_freq_two(tiny_bert_corpus, tmp_path):
-    settings = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0", "--max-update", UPDATES]
-    bert_args = lambda save_dir: tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, *settings)
-    reference = one_process_run(bert_args(tmp_path / "one_process"), tmp_path / "one_process")
-    log = train(bert_args(tmp_path / "two") + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
+def test_mlm_nsp_world_of_two_matches_update_freq_two(bert_reference, tiny_bert_corpus, tmp_path):
+    args = tiny_bert_args(tiny_bert_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES)
+    log = train(args + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
     assert "distributed init (rank 1): env://" in log
-    assert_same_trajectory(reference, tmp_path / "two", log)
+    assert_same_trajectory(bert_reference, tmp_path, log)
 
 
 def test_spanbert_objectives_world_of_two_match_update_freq_two(tiny_bert_corpus, tmp_path):
     """The issue's command, --span-masking --sbo-loss-weight 1 --no-nsp: it trains and logs MLM and SBO
     accuracy and nothing of NSP, and 2 processes follow 1 process with --update-freq 2 (the SBO loss
     is normalized across workers and accumulation steps)."""
-    settings = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0", "--max-update", UPDATES,
-                "--span-masking", "--sbo-loss-weight", "1", "--no-nsp"]  # fmt: skip
+    settings = [*NO_DROPOUT, "--max-update", UPDATES, "--span-masking", "--sbo-loss-weight", "1", "--no-nsp"]
     spanbert_args = lambda save_dir: tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, *settings)
     reference = one_process_run(spanbert_args(tmp_path / "one_process"), tmp_path / "one_process")
     log = train(spanbert_args(tmp_path / "two") + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout

@@ -14,16 +14,9 @@ import time
 import psutil
 import pytest
 
-from .fairseq_runs import tiny_lm_args
-from .test_data_parallel import TORCHRUN, UPDATES, assert_same_checkpoints
-from .test_resume_data_parallel import (  # noqa: F401  (lm_reference: the 1-process reference run)
-    GLOO,
-    NO_DROPOUT,
-    lm_reference,
-    merged_updates,
-    start_launcher,
-    start_two_nodes,
-)
+from .fairseq_runs import NO_DROPOUT, UPDATES, tiny_lm_args
+from .test_data_parallel import TORCHRUN, assert_same_checkpoints
+from .test_resume_data_parallel import GLOO, merged_updates, start_launcher, start_two_nodes
 
 RESTARTS = ["--max-restarts", "1"]
 # Rank 1 is SIGKILLed, from the thread that reads the launchers' output, as soon as rank 0 has saved the checkpoint
@@ -123,7 +116,7 @@ def lm_args(tiny_lm_corpus, tmp_path):
     return tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES, *GLOO)
 
 
-def test_one_node_restarts_and_resumes(lm_reference, lm_args, tmp_path):  # noqa: F811
+def test_one_node_restarts_and_resumes(lm_reference, lm_args, tmp_path):
     output = kill_rank_1_and_finish([start_launcher(lm_args, [*TORCHRUN, *RESTARTS])])
     assert_resumed_as_uninterrupted(output, lm_reference, tmp_path)
 
@@ -135,7 +128,7 @@ def test_one_node_restarts_and_resumes(lm_reference, lm_args, tmp_path):  # noqa
         ("c10d", {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}),  # counts differ: a new store each attempt
     ],
 )
-def test_two_nodes_restart_and_resume(rendezvous, env, lm_reference, lm_args, tmp_path):  # noqa: F811
+def test_two_nodes_restart_and_resume(rendezvous, env, lm_reference, lm_args, tmp_path):
     options = {"rendezvous": c10d_rendezvous} if rendezvous == "c10d" else {}
     output = kill_rank_1_and_finish(start_two_nodes(lm_args, options=RESTARTS, env=env, **options))
     assert_resumed_as_uninterrupted(output, lm_reference, tmp_path)

@@ -20,28 +20,27 @@ from fairseq.trainer import Trainer
 
 from fairseq_normformer.fixes import cpu_training, optimizer_state
 
-from .fairseq_runs import interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train
+from .fairseq_runs import NO_DROPOUT, UPDATES, interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train
 
-MOVE, UPDATES = 2, 4
+MOVE = 2
 TWO = ["--distributed-world-size", "2", "--distributed-backend", "gloo"]
 FSDP = [*TWO, "--ddp-backend", "fully_sharded"]
 SOURCES = {  # name: (arguments, updates): the references run to UPDATES, the others to the move
-    "one_process": (["--update-freq", "2"], UPDATES),
     "fsdp_layers": ([*FSDP, "--checkpoint-activations"], UPDATES),
     "zero_memory_efficient_fp16": ([*TWO, "--zero-sharding", "os", "--memory-efficient-fp16"], MOVE),
-    "fsdp_fp16_shards": ([*FSDP, "--fp16", "--use-sharded-state"], 1),
 }
 PRECISIONS = {"fp32": [], "fp16": ["--fp16"], "memory_efficient_fp16": ["--memory-efficient-fp16"], "bf16": ["--bf16"]}
 
 
 def lm_args(corpus, save_dir, updates, *extra):
-    return tiny_lm_args(corpus.data_bin, save_dir, "--dropout", "0", "--max-update", updates, *extra)
+    return tiny_lm_args(corpus.data_bin, save_dir, *NO_DROPOUT, "--max-update", updates, *extra)
 
 
 @pytest.fixture(scope="module")
-def sources(tiny_lm_corpus, tmp_path_factory):
-    """name -> save dir of each source run (a checkpoint at every update)."""
-    save_dirs = {}
+def sources(lm_reference, tiny_lm_corpus, tmp_path_factory):
+    """name -> save dir of each source run (a checkpoint at every update); "one_process" is the 1-process
+    --update-freq 2 reference (conftest.py)."""
+    save_dirs = {"one_process": lm_reference}
     for name, (extra, updates) in SOURCES.items():
         save_dirs[name] = tmp_path_factory.mktemp(name)
         train(lm_args(tiny_lm_corpus, save_dirs[name], updates, *extra))
@@ -163,10 +162,10 @@ def test_other_parameters_are_refused_in_one_line(sources, tiny_lm_corpus, tmp_p
     assert checkpoint.read_bytes() == before and not any(save_dir.iterdir() if save_dir.exists() else [])
 
 
-def test_fsdp_shards_move_nowhere_else(sources, tiny_lm_corpus, tmp_path):
-    """--use-sharded-state keeps each rank's part of the flat state: it continues only as it was saved."""
+def test_fsdp_shards_move_nowhere_else(sharded_state_run, tiny_lm_corpus, tmp_path):
+    """--use-sharded-state keeps each rank's part of the flat state (conftest.py's run): it continues only as it was saved."""
     with pytest.raises(ValueError, match=r"sharded state \(--use-sharded-state\) continues only with the same"):
-        trainer_loaded_from(tiny_lm_corpus, sources["fsdp_fp16_shards"] / "checkpoint_1_1-shard0.pt", tmp_path, "--fp16")
+        trainer_loaded_from(tiny_lm_corpus, sharded_state_run / "checkpoint_1_1-shard0.pt", tmp_path, "--fp16")
 
 
 def test_flat_master_copy_is_the_parameters_in_order():

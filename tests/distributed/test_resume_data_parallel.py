@@ -14,10 +14,8 @@ import sys
 import psutil
 import pytest
 
-from .fairseq_runs import command, logged_updates, tiny_bert_args, tiny_lm_args, train
-from .test_data_parallel import UPDATES, assert_same_checkpoints, one_process_run
-
-NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
+from .fairseq_runs import NO_DROPOUT, UPDATES, command, logged_updates, tiny_bert_args, tiny_lm_args, train
+from .test_data_parallel import assert_same_checkpoints
 STOPPED_AT = UPDATES // 2  # the first run's --max-update
 GLOO = ["--distributed-backend", "gloo"]
 LOST_PEER_LINE = re.compile(r"^fairseq-train: error: rank 0 lost another process of the run \(gloo: (.*?)\): "
@@ -113,12 +111,6 @@ def kill_node_1_then_resume(args, updates: int):
     assert sorted(merged_updates([before_kill + after_kill[0], resumed])) == list(range(1, updates + 1))
 
 
-@pytest.fixture(scope="module")
-def lm_reference(tiny_lm_corpus, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp("lm_one_process")
-    return one_process_run(tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, *NO_DROPOUT, "--max-update", UPDATES), save_dir)
-
-
 def test_spawned_world_of_two_resumes_as_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
     """Before the fix, the second run died on rank 1: "Unsupported global: ... DictConfig"."""
     args = lambda updates: tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", updates,
@@ -148,14 +140,13 @@ def test_a_killed_spawned_rank_ends_the_run_with_one_line(tiny_lm_corpus, tmp_pa
     assert int(ended.group(1)) >= 1 and "Traceback" not in stderr
 
 
-def test_two_nodes_resume_mlm_nsp_as_update_freq_two(tiny_bert_corpus, tmp_path):
-    args = lambda save_dir, *extra: tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, *NO_DROPOUT, *extra)
-    reference = one_process_run(args(tmp_path / "one_process", "--max-update", UPDATES), tmp_path / "one_process")
-    first = train_two_nodes(args(tmp_path / "two", "--max-update", STOPPED_AT, *GLOO))
-    resumed = train_two_nodes(args(tmp_path / "two", "--max-update", UPDATES, *GLOO))
+def test_two_nodes_resume_mlm_nsp_as_update_freq_two(bert_reference, tiny_bert_corpus, tmp_path):
+    args = lambda updates: tiny_bert_args(tiny_bert_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", updates, *GLOO)
+    first = train_two_nodes(args(STOPPED_AT))
+    resumed = train_two_nodes(args(UPDATES))
     assert "distributed init (rank 0): env://" in first and f"@ {STOPPED_AT} updates)" in resumed
     assert sorted(merged_updates([first, resumed])) == list(range(1, UPDATES + 1))
-    assert_same_checkpoints(reference, tmp_path / "two", UPDATES)
+    assert_same_checkpoints(bert_reference, tmp_path, UPDATES)
 
 
 def test_a_killed_node_ends_the_run_which_then_resumes(lm_reference, tiny_lm_corpus, tmp_path):

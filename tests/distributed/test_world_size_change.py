@@ -13,9 +13,9 @@ from fairseq.data.iterators import EpochBatchIterator
 
 from fairseq_normformer.checks import BadInput
 
-from .fairseq_runs import tiny_lm_args, train
-from .test_data_parallel import assert_same_checkpoints, one_process_run
-from .test_resume_data_parallel import GLOO, NO_DROPOUT
+from .fairseq_runs import NO_DROPOUT, one_process_run, tiny_lm_args, train
+from .test_data_parallel import assert_same_checkpoints
+from .test_resume_data_parallel import GLOO
 
 TWO_RANKS = ["--distributed-world-size", "2", *GLOO]
 UPDATES, STOPPED_AT = 4, 2  # compared with the reference; the runs go on to the end of the epoch
