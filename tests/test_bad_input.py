@@ -141,22 +141,25 @@ def truncate(path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
-def test_resume_from_truncated_checkpoint(save_dir, tiny_lm_corpus, monkeypatch):
-    truncate(save_dir / "checkpoint_last.pt")
+def test_restore_file_truncated_is_refused(save_dir, tiny_lm_corpus, monkeypatch):
+    """The user named it: refused, not replaced (an unreadable checkpoint_last is healed: tests/test_resume.py)."""
+    truncate(save_dir / "checkpoint_1_1.pt")
     before = snapshot(save_dir)
-    with pytest.raises(BadInput, match=r"checkpoint .*checkpoint_last.pt is truncated or corrupt"):
-        args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3")
+    with pytest.raises(BadInput, match=r"checkpoint .*checkpoint_1_1.pt is truncated or corrupt"):
+        args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3", "--restore-file",
+                       save_dir / "checkpoint_1_1.pt")  # fmt: skip
         run_in_process(train.cli_main, args, monkeypatch)
     assert snapshot(save_dir) == before
 
 
 def test_truncated_checkpoint_is_one_line_from_the_cli(save_dir, tiny_lm_corpus):
-    truncate(save_dir / "checkpoint_last.pt")
+    truncate(save_dir / "checkpoint_1_1.pt")
     before = snapshot(save_dir)
-    argv = [BIN / "fairseq-train", *lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3")]
+    argv = [BIN / "fairseq-train", *lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3", "--restore-file",
+                                            save_dir / "checkpoint_1_1.pt")]  # fmt: skip
     result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert re.fullmatch(r"fairseq-train: error: checkpoint .*checkpoint_last.pt is truncated or corrupt \(.*\)\. "
+    assert re.fullmatch(r"fairseq-train: error: checkpoint .*checkpoint_1_1.pt is truncated or corrupt \(.*\)\. "
                         r"It was left as it is: .*", result.stderr.strip().splitlines()[-1])  # fmt: skip
     assert snapshot(save_dir) == before
 
