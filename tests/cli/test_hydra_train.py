@@ -42,6 +42,14 @@ def start(where, *overrides) -> subprocess.Popen:
                             stderr=subprocess.PIPE)  # fmt: skip
 
 
+def run_to_the_end(tmp_path, name, data_bin, *overrides) -> tuple:
+    """(exit status, stderr, the directory it ran in) of the header's command with ``overrides``."""
+    where = user_dir_with_corpus(tmp_path, name, data_bin)
+    run = start(where, *overrides)
+    _, stderr = run.communicate(timeout=300)
+    return run.returncode, stderr, where
+
+
 def losses(stdout: str) -> dict:
     updates = (json.loads(line) for line in TRAIN_INNER.findall(stdout))
     return {int(stats["num_updates"]): stats["loss"] for stats in updates}
@@ -91,10 +99,9 @@ def test_sigterm_saves_at_the_signal_and_the_same_command_resumes(uninterrupted,
 
 
 def test_without_the_callback_one_line_says_what_is_off(tiny_lm_corpus, tmp_path):
-    where = user_dir_with_corpus(tmp_path, "no_callback", tiny_lm_corpus.data_bin)
-    run = start(where, "~hydra.callbacks.normformer", "optimization.max_update=1")
-    _, stderr = run.communicate(timeout=300)
-    assert run.returncode == 0 and stderr == (
+    status, stderr, _ = run_to_the_end(tmp_path, "no_callback", tiny_lm_corpus.data_bin,
+                                       "~hydra.callbacks.normformer", "optimization.max_update=1")  # fmt: skip
+    assert status == 0 and stderr == (
         "fairseq-hydra-train: warning: fairseq_normformer was loaded inside fairseq's train.main (common.user_dir), "
         "after the launch: save-on-signal and the command-line checks are off for this run; fairseq-hydra-train: add "
         "hydra.callbacks.normformer._target_=fairseq_normformer.hydra_callback.LoadPlugin (docs/hydra.md)\n"
@@ -103,10 +110,9 @@ def test_without_the_callback_one_line_says_what_is_off(tiny_lm_corpus, tmp_path
 
 def test_a_preset_as_model_name_is_refused_before_the_launch(tiny_lm_corpus, tmp_path):
     """model._name=<preset> would train the dataclass's 512-dim 6-layer model (docs/hydra.md#the-papers-presets)."""
-    where = user_dir_with_corpus(tmp_path, "preset_name", tiny_lm_corpus.data_bin)
-    run = start(where, "model._name=preln_lm_gpt3_small")
-    _, stderr = run.communicate(timeout=300)
-    assert run.returncode == 2 and stderr == (
+    status, stderr, where = run_to_the_end(tmp_path, "preset_name", tiny_lm_corpus.data_bin,
+                                           "model._name=preln_lm_gpt3_small")  # fmt: skip
+    assert status == 2 and stderr == (
         "fairseq-hydra-train: error: model._name=preln_lm_gpt3_small is an --arch preset, which fairseq-hydra-train "
         "would fill with the model's defaults, not the preset's sizes; use its config instead: model=preln_lm_gpt3_small "
         "with --config-dir examples/hydra (docs/hydra.md)\n"
@@ -116,10 +122,8 @@ def test_a_preset_as_model_name_is_refused_before_the_launch(tiny_lm_corpus, tmp
 
 def test_bad_input_in_the_job_is_one_line_as_fairseq_trains(tiny_lm_corpus, tmp_path):
     """The command-line checks refuse inside the job, where hydra printed "Error executing job" and a traceback."""
-    where = user_dir_with_corpus(tmp_path, "bad_size", tiny_lm_corpus.data_bin)
-    run = start(where, "model.decoder_embed_dim=0")
-    _, stderr = run.communicate(timeout=300)
-    assert run.returncode == 1 and stderr == (
+    status, stderr, _ = run_to_the_end(tmp_path, "bad_size", tiny_lm_corpus.data_bin, "model.decoder_embed_dim=0")
+    assert status == 1 and stderr == (
         "fairseq-hydra-train: error: --decoder-embed-dim 0: model sizes (dimensions, layers, attention heads) "
         "must be positive\n"
     )
