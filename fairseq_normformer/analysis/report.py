@@ -109,6 +109,35 @@ def ppl_rows(runs: Dict[str, List[TrainingLog]], compare_to: Optional[str] = Non
     return rows
 
 
+LR_GRID_HEADERS = ("LR", "Params", "Outcome", "Updates", "Valid PPL")
+
+
+def grid_outcome(log: TrainingLog) -> str:
+    """finished, or why not: the numerical failure fairseq stopped on, or a run cut short."""
+    if log.failure is not None:
+        return "diverged"
+    return "finished" if log.seconds is not None else "unfinished"
+
+
+def best_in_grid(logs: Dict[str, TrainingLog]) -> tuple:
+    """(the best LR, where it lies among the LRs: lowest, highest or inside) of one model's LR grid, by final
+    validation perplexity; a diverged or unfinished run is never the best."""
+    lrs = sorted(logs, key=float)
+    finals = {lr: logs[lr].final_valid()["ppl"] for lr in lrs if grid_outcome(logs[lr]) == "finished"}
+    if not finals:
+        raise ValueError(f"no run of the grid (LRs {', '.join(lrs)}) finished")
+    best = min(finals, key=finals.get)
+    position = "lowest" if best == lrs[0] else "highest" if best == lrs[-1] else "inside"
+    return best, position
+
+
+def lr_grid_rows(logs: Dict[str, TrainingLog]) -> List[list]:
+    """One row per LR, lowest first: outcome, updates reached, final validation perplexity (none before
+    the first validation)."""
+    return [[lr, log.num_params, grid_outcome(log), log.last_update(), log.valid[-1]["ppl"] if log.valid else None]
+            for lr, log in sorted(logs.items(), key=lambda item: float(item[0]))]  # fmt: skip
+
+
 def layer_share_table(runs: Dict[str, List[Dict[int, float]]]) -> str:
     """Fig. 3 as numbers: per model, each layer's mean |g| ({layer: value} per seed; mean ± std over the
     seeds) and the first layer's share (over the mean of the others) with its paired interval to the first row."""

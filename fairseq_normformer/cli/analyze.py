@@ -8,6 +8,7 @@
     normformer-analyze lr-stability   DATA --peak-lr 0.1 --warmup-updates 1000 --out-dir DIR -- --arch ...  # Table 3
     normformer-analyze lr-table       --run Baseline=DIR --run NormFormer=DIR --out table3.md
     normformer-analyze ppl-table      --run Baseline=base.log --run NormFormer=nf.log --out table.md        # Tables 5-7
+    normformer-analyze lr-grid        --run 1e-3=a.log --run 3e-3=b.log --out grid.md  # prints: 3e-3 highest
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
     normformer-analyze metric-table   --run A=a.log --run B=b.log --metric accuracy --out table.md         # any task
     normformer-analyze mlm-curves     --run Pre-LN=a.log --run NormFormer=b.log --data DATA --out-dir DIR  # masked LMs
@@ -43,11 +44,14 @@ from fairseq_normformer.analysis.plots import (  # noqa: E402
 )
 from fairseq_normformer.analysis.report import (  # noqa: E402
     EVAL_HEADERS,
+    LR_GRID_HEADERS,
     LR_HEADERS,
+    best_in_grid,
     difference_column,
     eval_rows,
     interval_cell,
     layer_share_table,
+    lr_grid_rows,
     lr_rows,
     markdown_table,
     mean_std_cell,
@@ -71,6 +75,16 @@ def labelled(text: str):
     if not sep or not label or not path:
         raise argparse.ArgumentTypeError(f"expected LABEL=PATH, got {text!r}")
     return label, path
+
+
+def lr_labelled(text: str):
+    """LR=PATH, the LR a number."""
+    lr, path = labelled(text)
+    try:
+        float(lr)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LR=PATH with LR a number, got {text!r}") from None
+    return lr, path
 
 
 def by_label(runs) -> dict:
@@ -208,6 +222,16 @@ def ppl_table(args):
     table = markdown_table(ppl_headers(args.compare_to), ppl_rows(runs, args.compare_to))
     text = (f"{args.title}\n\n" if args.title else "") + table
     print(_write(Path(args.out), text))
+
+
+def lr_grid(args):
+    """One model's LR grid as a table; prints the best LR and where it lies (lowest, highest, inside): a
+    recipe extends the grid until the best is inside."""
+    logs = {lr: read_training_log(path) for lr, path in args.run}
+    best, position = best_in_grid(logs)
+    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(LR_GRID_HEADERS, lr_grid_rows(logs))
+    _write(Path(args.out), f"{text}\nBest: {best} ({position} of the grid)\n")
+    print(best, position)
 
 
 def metric_table(args):
@@ -355,6 +379,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also each row's difference to this run's (95%% CI, paired by seed): Table 5's to NormFormer")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=ppl_table)
+
+    p = commands.add_parser("lr-grid", help="one model's final validation perplexity by LR; prints the best LR and "
+                            "whether it is the lowest, the highest or inside the grid")
+    p.add_argument("--run", type=lr_labelled, action="append", required=True, help="LR=fairseq-train log (repeat)")
+    p.add_argument("--title", help="a line above the table (default: none)")
+    p.add_argument("--out", required=True, help="markdown file to write")
+    p.set_defaults(func=lr_grid)
 
     p = commands.add_parser("metric-table", help="the last validation's metrics of each run (any task)")
     p.add_argument("--run", type=labelled, action="append", required=True,
