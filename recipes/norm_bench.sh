@@ -87,11 +87,16 @@ extend_grid() {
 }
 
 # 1. the grid, extended until every scheme's best is inside it
+# (breadth first: every scheme's middle LR, then every scheme's lowest, then highest; a run cut short leaves
+# each scheme as far along as the others)
 pending=("${NAMES[@]}")
 while ((${#pending[@]})); do
-  for name in "${pending[@]}"; do
-    # shellcheck disable=SC2086  # FLAGS is a list of switches
-    for lr in ${TRIED[$name]}; do bench_run "$(grid_dir "$name" "$lr")" 1 ${FLAGS[$name]} --lr "$lr"; done
+  for position in 1 0 2 3 4 5 6 7; do  # (a grid is at most the 8 LRs of LADDER)
+    for name in "${pending[@]}"; do
+      read -ra lrs <<<"${TRIED[$name]}"
+      # shellcheck disable=SC2086  # FLAGS is a list of switches
+      if ((position < ${#lrs[@]})); then bench_run "$(grid_dir "$name" "${lrs[$position]}")" 1 ${FLAGS[$name]} --lr "${lrs[$position]}"; fi
+    done
   done
   wait_grid
   extended=()

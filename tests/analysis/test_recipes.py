@@ -13,9 +13,10 @@ from fairseq_normformer.runs.run_dir import THREAD_VARIABLES
 from tests.conftest import REPO_ROOT, recorded_command, recorded_commands
 
 RECIPES = ["fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio", "table3_lr_stability",
-           "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103"]  # fmt: skip
+           "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103", "norm_bench"]  # fmt: skip
 SCALES = ("paper", "tiny", "small")
-NO_SMALL_SCALE = {"table6_sizes", "table8_wikitext103"}  # their own shapes
+RECIPE_SCALES = {"table6_sizes": ("paper", "tiny"), "table8_wikitext103": ("paper", "tiny"),  # their own shapes
+                 "norm_bench": ("tiny", "small")}  # fmt: skip
 # Paper: 0.5M tokens per update for 125M and 355M, 1M above (examples/normformer/README.md)
 PAPER_TOKENS = {"gpt3_small": 2**19, "gpt3_medium": 2**19, "gpt3_xl": 2**20, "gpt3_2_7": 2**20}
 
@@ -27,7 +28,7 @@ def logs(tmp_path_factory):
     env = {**{k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}, "DRY_RUN": "1",
            "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair"), "PY": sys.executable}  # fmt: skip
     for recipe in RECIPES:
-        for scale in SCALES[:2] if recipe in NO_SMALL_SCALE else SCALES:
+        for scale in RECIPE_SCALES.get(recipe, SCALES):
             run_dir = out / f"{recipe}-{scale}"
             subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", scale, run_dir], env=env, check=True,
                            capture_output=True)  # fmt: skip
@@ -98,11 +99,45 @@ def test_small_scale_trains_4_layers_of_256_on_the_python_manual(commands):
             assert args.data.endswith("corpus-pydocs-v2000/data-bin") == (scale == "small"), (recipe, args.data)
 
 
-def test_recipes_with_their_own_shapes_refuse_the_small_scale(tmp_path):
-    for recipe in NO_SMALL_SCALE:
-        result = subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", "small", tmp_path / recipe],
-                                env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True)  # fmt: skip
-        assert result.returncode == 2 and "usage: " in result.stderr and "[paper|tiny]" in result.stderr, result.stderr
+def test_recipes_refuse_the_scales_they_do_not_have(tmp_path):
+    for recipe, scales in RECIPE_SCALES.items():
+        for scale in set(SCALES) - set(scales):
+            result = subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", scale, tmp_path / recipe],
+                                    env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True)  # fmt: skip
+            assert result.returncode == 2 and f"usage: " in result.stderr, result.stderr
+            assert f"[{'|'.join(scales)}]" in result.stderr, result.stderr
+
+
+# norm_bench's run directories and the switches each must have (the rest at their defaults)
+NORM_BENCH_RUNS = {
+    "grid/preln-": {}, "grid/postln-": {"post_ln": True},
+    "grid/normformer-": {"scale_attn": True, "scale_fc": True, "scale_heads": True},
+    "grid/sandwich-": {"sandwich_norm": True}, "grid/qknorm-": {"qk_norm": True}, "grid/rmsnorm-": {"norm_type": "rmsnorm"},
+    "grid/dyt-": {"norm_type": "dyt"}, "grid/deepnorm-": {"post_ln": True, "deepnorm": True},
+    "placement/first-half": {"scale_attn": True, "scale_fc": True, "scale_heads": True, "normformer_layers": "first:2"},
+    "placement/second-half": {"scale_attn": True, "scale_fc": True, "scale_heads": True, "normformer_layers": "last:2"},
+    "ffn_norm/layernorm_nobias": {"scale_attn": True, "scale_fc": True, "scale_heads": True,
+                                  "ffn_norm_type": "layernorm_nobias"},
+    "ffn_norm/rmsnorm": {"scale_attn": True, "scale_fc": True, "scale_heads": True, "ffn_norm_type": "rmsnorm"},
+}  # fmt: skip
+SCHEME_SWITCHES = {"post_ln": False, "scale_attn": False, "scale_fc": False, "scale_heads": False, "sandwich_norm": False,
+                   "qk_norm": False, "norm_type": "layernorm", "deepnorm": False, "normformer_layers": "all",
+                   "ffn_norm_type": None}  # fmt: skip
+
+
+def test_norm_bench_runs_switch_exactly_their_schemes_operations(commands):
+    seen = set()
+    for argv in commands["norm_bench", "small"]:
+        if os.path.basename(argv[0]) != "fairseq-train":
+            continue
+        args = options.parse_args_and_arch(options.get_training_parser(), argv[1:])
+        run = next(key for key in NORM_BENCH_RUNS if key in args.save_dir)
+        expected = {**SCHEME_SWITCHES, **NORM_BENCH_RUNS[run]}
+        # (fairseq's parser leaves a model option it was not given out of the namespace)
+        assert {name: getattr(args, name, default) for name, default in SCHEME_SWITCHES.items()} == expected, run
+        assert args.grad_norm_file == args.save_dir.replace("checkpoints", "grad_norms.jsonl")
+        seen.add(run)
+    assert seen == set(NORM_BENCH_RUNS)
 
 
 def test_paper_scale_needs_data_and_a_whole_update_freq(tmp_path):
