@@ -13,6 +13,11 @@
 #    interval paired by seed), OUT/mlm_curves.{md,png} (validation MLM accuracy and perplexity against
 #    updates, next to the unigram baseline's) and OUT/time_to_target/ (the fraction of the baseline's updates
 #    NormFormer needs to reach the baseline's final MLM perplexity, normformer-analyze time-to-target).
+# MODELS (default "preln normformer") adds the normalization bench's masked-LM schemes (recipes/norm_bench.sh):
+#    sandwich (--sandwich-norm), qknorm (--qk-norm), rmsnorm (--norm-type rmsnorm), each Pre-LN's arch plus its
+#    switch, swept over SCHEME_LRS (default 5e-4 1e-3 2e-3; LRS sets it too) and trained with seeds at the best LR
+#    of its sweep (normformer-analyze lr-grid --metric mlm_ppl: OUT/grid-NAME.md); their time to Pre-LN's final
+#    perplexity goes to OUT/time_to_target-NAME/.
 # UPDATES (default 1000) sets every run's length (10% warmup, then linear decay, validation every UPDATES/10);
 # PRECISION=bf16 (the default) trains with --bf16, PRECISION=fp32 without; EXTRA_FLAGS are added to every
 # fairseq-train command (e.g. --no-layernorm-embedding, the first study of docs/results/small/mlm/). Two
@@ -21,6 +26,8 @@
 SCALES=small
 source "$(dirname "$0")/_lm_common.sh"
 PRELN_LRS="${LRS:-${PRELN_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}}" NF_LRS="${LRS:-${NF_LRS:-5e-4 1e-3 2e-3}}"
+SCHEME_LRS="${LRS:-${SCHEME_LRS:-5e-4 1e-3 2e-3}}"
+read -ra MODELS <<<"${MODELS:-preln normformer}"
 BASE_LR="${BASE_LR:-1e-3}" NF_LR="${NF_LR:-1e-3}"
 UPDATES="${UPDATES:-1000}"
 PRECISION="${PRECISION:-bf16}"
@@ -40,16 +47,25 @@ COMMON=("$CORPUS/data-bin" --task mlm_nsp --criterion mlm_nsp --tokens-per-sampl
   --total-num-update "$UPDATES" --max-update "$UPDATES" --validate-interval-updates $((UPDATES / 10))
   --validate-interval 1000 --save-interval-updates 100000 --no-epoch-checkpoints --required-batch-size-multiple 1
   --cpu --num-workers 0 --log-format simple --log-interval 50 "${PRECISION_FLAGS[@]}" "${EXTRA[@]}")
-declare -A ARCH=([preln]=preln_bert_base [normformer]=normformer_bert_base)
-declare -A NAME=([preln]="Pre-LN" [normformer]=NormFormer)
-declare -A GRID=([preln]="$PRELN_LRS" [normformer]="$NF_LRS")
+declare -A ARCH=([preln]=preln_bert_base [normformer]=normformer_bert_base [sandwich]=preln_bert_base
+  [qknorm]=preln_bert_base [rmsnorm]=preln_bert_base)
+declare -A SWITCHES=([sandwich]=--sandwich-norm [qknorm]=--qk-norm [rmsnorm]="--norm-type rmsnorm")
+declare -A NAME=([preln]="Pre-LN" [normformer]=NormFormer [sandwich]="Sandwich norm" [qknorm]=QK-norm [rmsnorm]=RMSNorm)
+declare -A GRID=([preln]="$PRELN_LRS" [normformer]="$NF_LRS" [sandwich]="$SCHEME_LRS" [qknorm]="$SCHEME_LRS"
+  [rmsnorm]="$SCHEME_LRS")
+for model in "${MODELS[@]}"; do
+  if [ -z "${ARCH[$model]:-}" ]; then echo "MODELS: unknown model '$model' (known: ${!ARCH[*]})" >&2 && exit 2; fi
+done
 METRICS=(--metric mlm_ppl --metric mlm_accuracy --metric nsp_accuracy)
+# model_args MODEL: into the array MODEL_ARGS, its arch and switches
+model_args() { read -ra MODEL_ARGS <<<"--arch ${ARCH[$1]} ${SWITCHES[$1]:-}"; }
 
 # 1. the LR sweep, one seed
 TABLE_RUNS=()
-for model in preln normformer; do
+for model in "${MODELS[@]}"; do
+  model_args "$model"
   for lr in ${GRID[$model]}; do
-    train "$OUT/$model-lr$lr" "${COMMON[@]}" --arch "${ARCH[$model]}" --lr "$lr" --seed 1
+    train "$OUT/$model-lr$lr" "${COMMON[@]}" "${MODEL_ARGS[@]}" --lr "$lr" --seed 1
     TABLE_RUNS+=(--run "${NAME[$model]}, lr $lr=$OUT/$model-lr$lr/train.log")
   done
 done
@@ -57,13 +73,24 @@ wait_runs
 analyze metric-table "${TABLE_RUNS[@]}" "${METRICS[@]}" --out "$OUT/lr_sweep.md" \
   --title "Masked LM (MLM + NSP), small scale, $PRECISION: the last validation after $UPDATES updates, by LR (seed 1)"
 
-# 2. each model at its own LR, SEEDS seeds
+# 2. each model at its own LR (the schemes': their sweep's best), SEEDS seeds
 declare -A LR=([preln]="$BASE_LR" [normformer]="$NF_LR")
+for model in "${MODELS[@]}"; do
+  if [ -n "${LR[$model]:-}" ]; then continue; fi
+  read -ra lrs <<<"${GRID[$model]}"
+  LR[$model]="${lrs[$((${#lrs[@]} / 2))]}"  # DRY_RUN=1: the grid's middle
+  if [ "$DRY_RUN" = 1 ]; then continue; fi
+  runs=()
+  for lr in "${lrs[@]}"; do runs+=(--run "$lr=$OUT/$model-lr$lr/train.log"); done
+  read -r LR[$model] _ < <(analyze lr-grid "${runs[@]}" --metric mlm_ppl --out "$OUT/grid-$model.md" \
+    --title "${NAME[$model]}, masked LM, small scale, $PRECISION: the last validation's mlm_ppl by LR (seed 1)")
+done
 TABLE_RUNS=()
-for model in preln normformer; do
+for model in "${MODELS[@]}"; do
+  model_args "$model"
   for seed in $(seq "$SEEDS"); do
     if [ "$seed" = 1 ] && [[ " ${GRID[$model]} " == *" ${LR[$model]} "* ]]; then continue; fi  # the sweep's run
-    train "$(seed_dir "$OUT/$model-lr${LR[$model]}" "$seed")" "${COMMON[@]}" --arch "${ARCH[$model]}" --lr "${LR[$model]}" --seed "$seed"
+    train "$(seed_dir "$OUT/$model-lr${LR[$model]}" "$seed")" "${COMMON[@]}" "${MODEL_ARGS[@]}" --lr "${LR[$model]}" --seed "$seed"
   done
   seed_runs "${NAME[$model]}, lr ${LR[$model]}" "$OUT/$model-lr${LR[$model]}" train.log
 done
@@ -71,12 +98,16 @@ wait_runs
 analyze metric-table "${TABLE_RUNS[@]}" "${METRICS[@]}" --out "$OUT/seeds.md" \
   --title "Masked LM (MLM + NSP), small scale, $PRECISION: each model at its best LR, $SEEDS seeds, $UPDATES updates"
 analyze mlm-curves "${TABLE_RUNS[@]}" --data "$CORPUS/data-bin" --out-dir "$OUT"
-PAIRS=()
-for seed in $(seq "$SEEDS"); do
-  PAIRS+=(--baseline "$(seed_dir "$OUT/preln-lr$BASE_LR" "$seed")/train.log"
-    --candidate "$(seed_dir "$OUT/normformer-lr$NF_LR" "$seed")/train.log")
+for model in "${MODELS[@]}"; do
+  if [ "$model" = preln ] || [[ " ${MODELS[*]} " != *" preln "* ]]; then continue; fi
+  PAIRS=()
+  for seed in $(seq "$SEEDS"); do
+    PAIRS+=(--baseline "$(seed_dir "$OUT/preln-lr$BASE_LR" "$seed")/train.log"
+      --candidate "$(seed_dir "$OUT/$model-lr${LR[$model]}" "$seed")/train.log")
+  done
+  dir="$OUT/time_to_target$([ "$model" = normformer ] || echo "-$model")"
+  analyze time-to-target "${PAIRS[@]}" --metric mlm_ppl --labels "Pre-LN,${NAME[$model]}" --out-dir "$dir"
 done
-analyze time-to-target "${PAIRS[@]}" --metric mlm_ppl --labels Pre-LN,NormFormer --out-dir "$OUT/time_to_target"
 show_table "$OUT/lr_sweep.md"
 show_table "$OUT/seeds.md"
 show_table "$OUT/mlm_curves.md"

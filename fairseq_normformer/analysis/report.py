@@ -109,9 +109,6 @@ def ppl_rows(runs: Dict[str, List[TrainingLog]], compare_to: Optional[str] = Non
     return rows
 
 
-LR_GRID_HEADERS = ("LR", "Params", "Outcome", "Updates", "Valid PPL")
-
-
 def grid_outcome(log: TrainingLog) -> str:
     """finished, or why not: the numerical failure fairseq stopped on, or a run cut short."""
     if log.failure is not None:
@@ -119,11 +116,11 @@ def grid_outcome(log: TrainingLog) -> str:
     return "finished" if log.seconds is not None else "unfinished"
 
 
-def best_in_grid(logs: Dict[str, TrainingLog]) -> tuple:
-    """(the best LR, where it lies among the LRs: lowest, highest or inside) of one model's LR grid, by final
-    validation perplexity; a diverged or unfinished run is never the best."""
+def best_in_grid(logs: Dict[str, TrainingLog], metric: str = "ppl") -> tuple:
+    """(the best LR, where it lies among the LRs: lowest, highest or inside) of one model's LR grid, by its final
+    validation ``metric`` (lower is better); a diverged or unfinished run is never the best."""
     lrs = sorted(logs, key=float)
-    finals = {lr: logs[lr].final_valid()["ppl"] for lr in lrs if grid_outcome(logs[lr]) == "finished"}
+    finals = {lr: logs[lr].final_metric(metric) for lr in lrs if grid_outcome(logs[lr]) == "finished"}
     if not finals:
         raise ValueError(f"no run of the grid (LRs {', '.join(lrs)}) finished")
     best = min(finals, key=finals.get)
@@ -131,10 +128,14 @@ def best_in_grid(logs: Dict[str, TrainingLog]) -> tuple:
     return best, position
 
 
-def lr_grid_rows(logs: Dict[str, TrainingLog]) -> List[list]:
-    """One row per LR, lowest first: outcome, updates reached, final validation perplexity (none before
+def lr_grid_headers(metric: str = "ppl") -> tuple:
+    return ("LR", "Params", "Outcome", "Updates", f"Valid {metric}")
+
+
+def lr_grid_rows(logs: Dict[str, TrainingLog], metric: str = "ppl") -> List[list]:
+    """One row per LR, lowest first: outcome, updates reached, the last validation's ``metric`` (none before
     the first validation)."""
-    return [[lr, log.num_params, grid_outcome(log), log.last_update(), log.valid[-1]["ppl"] if log.valid else None]
+    return [[lr, log.num_params, grid_outcome(log), log.last_update(), log.valid[-1].get(metric) if log.valid else None]
             for lr, log in sorted(logs.items(), key=lambda item: float(item[0]))]  # fmt: skip
 
 

@@ -44,13 +44,13 @@ from fairseq_normformer.analysis.plots import (  # noqa: E402
 )
 from fairseq_normformer.analysis.report import (  # noqa: E402
     EVAL_HEADERS,
-    LR_GRID_HEADERS,
     LR_HEADERS,
     best_in_grid,
     difference_column,
     eval_rows,
     interval_cell,
     layer_share_table,
+    lr_grid_headers,
     lr_grid_rows,
     lr_rows,
     markdown_table,
@@ -228,8 +228,9 @@ def lr_grid(args):
     """One model's LR grid as a table; prints the best LR and where it lies (lowest, highest, inside): a
     recipe extends the grid until the best is inside."""
     logs = {lr: read_training_log(path) for lr, path in args.run}
-    best, position = best_in_grid(logs)
-    text = (f"{args.title}\n\n" if args.title else "") + markdown_table(LR_GRID_HEADERS, lr_grid_rows(logs))
+    best, position = best_in_grid(logs, args.metric)
+    table = markdown_table(lr_grid_headers(args.metric), lr_grid_rows(logs, args.metric))
+    text = (f"{args.title}\n\n" if args.title else "") + table
     _write(Path(args.out), f"{text}\nBest: {best} ({position} of the grid)\n")
     print(best, position)
 
@@ -383,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("lr-grid", help="one model's final validation perplexity by LR; prints the best LR and "
                             "whether it is the lowest, the highest or inside the grid")
     p.add_argument("--run", type=lr_labelled, action="append", required=True, help="LR=fairseq-train log (repeat)")
+    p.add_argument("--metric", default="ppl", help="the validation metric compared, lower is better (masked LMs: mlm_ppl)")
     p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=lr_grid)

@@ -54,3 +54,12 @@ def test_a_run_cut_short_is_unfinished_and_a_grid_with_no_finished_run_is_refuse
     with pytest.raises(SystemExit):
         analyze(["lr-grid", "--run", f"fast={tmp_path / '1e-3.log'}", "--out", str(tmp_path / "g.md")])
     assert "expected LR=PATH with LR a number, got 'fast=" in capsys.readouterr().err
+
+
+def test_the_metric_compared_is_chosen_and_must_be_in_the_logs(tmp_path, capsys):
+    runs = [f"--run={lr}={grid_log(tmp_path / f'{lr}.log', ppl)}" for lr, ppl in (("1e-3", 120), ("3e-3", 100))]
+    analyze(["lr-grid", *runs, "--metric", "loss", "--out", str(tmp_path / "g.md")])  # every run's valid loss is 6.0
+    assert capsys.readouterr().out.split() == ["1e-3", "lowest"]  # the first of equals
+    assert "| LR | Params | Outcome | Updates | Valid loss |" in (tmp_path / "g.md").read_text()
+    with pytest.raises(SystemExit, match="has no 'mlm_ppl'"):
+        analyze(["lr-grid", *runs, "--metric", "mlm_ppl", "--out", str(tmp_path / "g.md")])

@@ -96,3 +96,28 @@ def test_recipe_sweeps_both_models_then_trains_each_at_its_lr_with_seeds(tmp_pat
         ttt = build_parser().parse_args(analyses[-1][1:])
         assert ttt.metric == "mlm_ppl" and [p.removeprefix(str(out) + "/") for p in ttt.candidate] == [
             "normformer-lr2e-3/train.log", "normformer-lr2e-3/seed2/train.log"]  # fmt: skip
+
+
+def test_recipe_adds_the_norm_bench_schemes_each_pre_ln_plus_its_switch(tmp_path):
+    """MODELS adds sandwich, QK-norm and RMSNorm: Pre-LN's arch and its switch, the sweep then seeds at the sweep's
+    best (DRY_RUN=1: the grid's middle), each one's time to Pre-LN's perplexity; an unknown model is refused."""
+    env = {**os.environ, "DRY_RUN": "1", "SEEDS": "2", "LRS": "1e-3 2e-3", "BASE_LR": "1e-3", "PY": sys.executable,
+           "MODELS": "preln sandwich qknorm rmsnorm"}  # fmt: skip
+    subprocess.run(["bash", REPO_ROOT / "recipes" / "mlm_small.sh", "small", tmp_path], env=env, check=True,
+                   capture_output=True)  # fmt: skip
+    argvs = recorded_commands(tmp_path / "commands.sh")
+    trains = [options.parse_args_and_arch(options.get_training_parser(), a[1:]) for a in argvs if a[0].endswith("fairseq-train")]
+    switches = {(a.save_dir.removeprefix(str(tmp_path) + "/"), a.arch, getattr(a, "sandwich_norm", False),
+                 getattr(a, "qk_norm", False), getattr(a, "norm_type", "layernorm")) for a in trains}  # fmt: skip
+    expected = set()
+    for name, flags in (("preln", (False, False, "layernorm")), ("sandwich", (True, False, "layernorm")),
+                        ("qknorm", (False, True, "layernorm")), ("rmsnorm", (False, False, "rmsnorm"))):
+        runs = ["lr1e-3", "lr2e-3", "lr1e-3/seed2" if name == "preln" else "lr2e-3/seed2"]
+        expected |= {(f"{name}-{run}/checkpoints", "preln_bert_base", *flags) for run in runs}
+    assert switches == expected
+    ttt = [build_parser().parse_args(a[1:]) for a in argvs if a[0].endswith("normformer-analyze") and a[1] == "time-to-target"]
+    assert [t.out_dir.removeprefix(str(tmp_path) + "/") for t in ttt] == [
+        "time_to_target-sandwich", "time_to_target-qknorm", "time_to_target-rmsnorm"]  # fmt: skip
+    refused = subprocess.run(["bash", REPO_ROOT / "recipes" / "mlm_small.sh", "small", tmp_path / "x"],
+                             env={**env, "MODELS": "preln dyt"}, capture_output=True, text=True)  # fmt: skip
+    assert refused.returncode == 2 and "MODELS: unknown model 'dyt' (known: " in refused.stderr
