@@ -148,7 +148,7 @@ def main(argv=None):
     big.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")
     norm = commands.add_parser("norm-schemes", help="each normalization scheme and the fused FFN LN (--ffn-norm-impl "
                                "compile) against Pre-LN at the recipes' small shape, one thread (issue 41)")
-    norm.add_argument("--rounds", type=int, default=20, help="interleaved timing rounds (median)")
+    norm.add_argument("--rounds", type=int, default=16, help="interleaved timing rounds (median; 16: about 4 minutes)")
     norm.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="where dict.txt is written")
     norm.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in JSON")
     commands.add_parser("render", help="render the doc from the stored DEVICE.json files, measuring nothing")
