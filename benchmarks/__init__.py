@@ -7,6 +7,8 @@
                                                   # (hf_generate.py; batch 1, one thread)
     python -m benchmarks paper-125m               # the paper's 125M, NormFormer and Pre-LN, trained by fairseq-train
                                                   # at 2048 tokens in bf16 (paper_125m.py; issue 42)
+    python -m benchmarks norm-schemes             # each normalization scheme and the fused FFN LN against Pre-LN
+                                                  # at the recipes' small shape (norm_schemes.py; issue 41)
     python -m benchmarks render                   # docs/benchmarks.md again from the stored JSON
 
 variants.py declares the models, measure.py and eval_lm.py measure them into a JSON results file

@@ -1,4 +1,5 @@
-"""python -m benchmarks {measure,lambert,hf-generate,render}: see benchmarks/__init__.py and docs/benchmarks.md."""
+"""python -m benchmarks {measure,lambert,hf-generate,paper-125m,norm-schemes,render}: see benchmarks/__init__.py
+and docs/benchmarks.md."""
 import argparse
 import json
 import os
@@ -13,7 +14,7 @@ from . import __doc__ as DOC
 from .eval_lm import REPO_ROOT, eval_lm_throughput
 from .measure import measure, measure_lambert, run_description
 from .report import render
-from .variants import SETUPS, variants_for
+from .variants import SETUPS, SMALL, variants_for
 
 RESULTS_DIR = REPO_ROOT / "docs" / "results" / "benchmarks"
 DOC_PATH = REPO_ROOT / "docs" / "benchmarks.md"
@@ -90,6 +91,19 @@ def paper_125m_command(args, argv: list):
     _write(args.results_dir / "paper_125m_cpu.json", results)
 
 
+def norm_schemes_command(args, argv: list):
+    """Each normalization scheme and the fused FFN LN against Pre-LN at the small shape: norm_schemes_cpu.json."""
+    from .norm_schemes import measure_norm_schemes
+
+    torch.set_num_threads(1)
+    command = " ".join(["python -m benchmarks", *argv]).replace(f" --note {args.note}", "")
+    results = run_description("cpu", SMALL, command)
+    if args.note:
+        results["note"] = args.note
+    results.update(measure_norm_schemes(args.workdir / "norm_schemes", args.rounds))
+    _write(args.results_dir / "norm_schemes_cpu.json", results)
+
+
 def _write(path: Path, results: dict):
     results["load_average"] = list(os.getloadavg())  # 1, 5, 15 minutes, at the end of the run
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -132,6 +146,11 @@ def main(argv=None):
     big.add_argument("--updates", type=int, default=5, help="updates a run (the first is warm-up)")
     big.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="corpus and its GPT-2-sized copy")
     big.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in the JSON")
+    norm = commands.add_parser("norm-schemes", help="each normalization scheme and the fused FFN LN (--ffn-norm-impl "
+                               "compile) against Pre-LN at the recipes' small shape, one thread (issue 41)")
+    norm.add_argument("--rounds", type=int, default=16, help="interleaved timing rounds (median; 16: about 4 minutes)")
+    norm.add_argument("--workdir", type=Path, default=REPO_ROOT / "work" / "bench", help="where dict.txt is written")
+    norm.add_argument("--note", default="", help="a sentence about the run (e.g. the machine's load), kept in JSON")
     commands.add_parser("render", help="render the doc from the stored DEVICE.json files, measuring nothing")
     args = parser.parse_args(argv)
     if args.command == "measure":
@@ -142,6 +161,8 @@ def main(argv=None):
         hf_generate_command(args, argv)
     elif args.command == "paper-125m":
         paper_125m_command(args, argv)
+    elif args.command == "norm-schemes":
+        norm_schemes_command(args, argv)
     render(args.results_dir, args.doc, REPO_ROOT)
     print(f"rendered {args.doc}")
 

@@ -413,6 +413,49 @@ def hf_generate_section(results: dict, source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def round_ratios(model: dict, base: dict, clock: str) -> list:
+    """``model``'s time over ``base``'s in each round (the two ran in the same round)."""
+    return [mine[clock] / theirs[clock] for mine, theirs in zip(model["seconds_per_step"], base["seconds_per_step"])]
+
+
+FUSED_PAIRS = (("normformer", "normformer_compiled"), ("normformer_nobias", "normformer_nobias_compiled"),
+               ("normformer_rmsnorm", "normformer_rmsnorm_compiled"))  # fmt: skip
+
+
+def norm_schemes_section(results: dict, source: str) -> str:
+    """Each scheme's step time over Pre-LN's (the median of the per-round ratios and its 95% interval, both
+    clocks), parameters, peak memory and first step; then each compiled FFN against its eager one."""
+    models, setup = results["variants"], results["setup"]
+    base, rounds = models["preln"], len(models["preln"]["seconds_per_step"])
+    lines = [*provenance_lines(results, source),
+             f"- Models: `{' '.join(setup['shape_flags'])}`, vocabulary {results['vocab']:,} (made-up symbols); batch "
+             f"{setup['batch']} × sequence {setup['seq_len']} = {setup['batch'] * setup['seq_len']} tokens a step, "
+             f"{setup['dtype']}, one thread; forward, cross-entropy and backward, dropout on",
+             f"- Timing: {rounds} interleaved rounds of one step of each model (the order rotates each round), after "
+             "one warm-up step each (the first step, compilation included, is its own column)",
+             "", "| variant | flags | params | params − Pre-LN | CPU s / step | time / Pre-LN's (cpu clock) [95%] "
+             "| time / Pre-LN's (wall clock) [95%] | peak memory of a step (MiB) | first step (s, wall) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for name, m in models.items():
+        cells = " | ".join(_ratio_cell(round_ratios(m, base, clock)) for clock in ("cpu", "wall"))
+        cpu = statistics.median(r["cpu"] for r in m["seconds_per_step"])
+        flags = f"`{' '.join(m['flags'])}`" if m["flags"] else "—"
+        lines.append(f"| `{name}`: {m['label']} | {flags} | {m['params']:,} | "
+                     f"{m['params'] - base['params']:+,} | {cpu:.3f} | {cells} | {m['peak_bytes'] / MiB:,.0f} | "
+                     f"{m['first_step_seconds']['wall']:.1f} |")  # fmt: skip
+    lines += ["", "Compiled FFN (`--ffn-norm-impl compile`) over the same model eager, median of the per-round "
+              "ratios [95% interval], cpu clock:", ""]  # fmt: skip
+    lines += [f"- `{fused}` / `{eager}`: {_ratio_cell(round_ratios(models[fused], models[eager], 'cpu'))}"
+              for eager, fused in FUSED_PAIRS if fused in models]  # fmt: skip
+    lines += ["", "The same numbers? Each compiled model given its eager model's weights, dropout off, one batch:",
+              ""]
+    lines += [f"- `{name}`: loss {c['compiled_loss']:.6f} against eager {c['eager_loss']:.6f}; gradients: "
+              f"‖Δ‖/‖g‖ = {c['relative_l2_grad_difference']:.1e}, largest |Δ| {c['max_abs_grad_difference']:.1e} "
+              f"(`{c['parameter']}`) against the largest |g| {c['max_abs_grad']:.1e}"
+              for name, c in results["compiled_against_eager"].items()]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 def render(results_dir: Path, doc: Path, root: Path, devices=("cpu", "cuda")):
     """Each device's section of ``doc`` from ``results_dir/DEVICE.json`` (or a "not run" section)."""
     targets = json.loads(TARGETS.read_text())
@@ -432,6 +475,10 @@ def render(results_dir: Path, doc: Path, root: Path, devices=("cpu", "cuda")):
         if generate.exists():
             write_section(doc, f"benchmarks hf_generate {device}",
                           hf_generate_section(json.loads(generate.read_text()), _relative(generate, root)))
+        schemes = results_dir / f"norm_schemes_{device}.json"
+        if schemes.exists():
+            write_section(doc, f"benchmarks norm_schemes {device}",
+                          norm_schemes_section(json.loads(schemes.read_text()), _relative(schemes, root)))
 
 
 def _relative(path: Path, root: Path) -> str:

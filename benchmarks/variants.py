@@ -99,13 +99,18 @@ def parse_training_args(data_dir: Path, arch: str, flags, seq_len: int):
 
 
 def build_model(variant: Variant, setup: Setup, data_dir: Path):
+    """``build_unchecked``, then the check that layer 0 has the operations the variant's flags ask for."""
+    model = build_unchecked(variant, setup, data_dir)
+    check_operations(variant, model)
+    return model
+
+
+def build_unchecked(variant: Variant, setup: Setup, data_dir: Path):
     """fairseq's model from the argparse Namespace (the one path on which its --scale-* flags take
     effect); ours through omegaconf, exactly as fairseq-train builds it. ``data_dir`` holds dict.txt."""
     args = parse_training_args(data_dir, setup.arch(variant), setup.shape_flags + variant.flags, setup.seq_len)
     task = tasks.setup_task(args)
-    model = task.build_model(convert_namespace_to_omegaconf(args).model if variant.family == "ours" else args)
-    check_operations(variant, model)
-    return model
+    return task.build_model(convert_namespace_to_omegaconf(args).model if variant.family == "ours" else args)
 
 
 def check_operations(variant: Variant, model):
@@ -121,6 +126,49 @@ def layer_operations(state_dict, fairseq: bool) -> dict:
     """{switch: present} of the first transformer layer of a model's state dict."""
     prefix = "decoder.layers.0."
     return operations_in([k[len(prefix) :] for k in state_dict if k.startswith(prefix)], fairseq=fairseq)
+
+
+# Normalization schemes and the fused FFN LN (issue 41; docs/benchmarks.md): the recipes' `small` causal LM
+# (recipes/_lm_common.sh: 4 layers x 256, 4 heads, FFN 1024, ReLU, dropout 0.1, 16 x 128 tokens), fp32.
+# The operation check does not apply (an RMSNorm has no bias, so the table's LayerNorm rows do not match it);
+# tests/benchmarks/test_variants.py checks what these build.
+SMALL = Setup(
+    archs={"ours": "normformer_lm"},
+    shape_flags=("--decoder-layers", "4", "--decoder-embed-dim", "256", "--decoder-ffn-embed-dim", "1024",
+                 "--decoder-attention-heads", "4", "--share-decoder-input-output-embed", "--dropout", "0.1",
+                 "--attention-dropout", "0.1", "--layernorm-impl", "torch"),
+    seq_len=128, batch=16, dtype=torch.float32, steps_per_timing=1, matmul_size=2048,
+)  # fmt: skip
+SMALL_VOCAB = 2100  # symbols of the benchmark's dictionary (the small recipe's 2000-piece corpus has about that)
+COMPILE = ("--ffn-norm-impl", "compile")
+FFN_NOBIAS, FFN_RMSNORM = ("--ffn-norm-type", "layernorm_nobias"), ("--ffn-norm-type", "rmsnorm")
+
+
+def _scheme(name: str, label: str, purpose: str, flags: tuple = ()) -> Variant:
+    return Variant(name, label, purpose, "ours", flags, devices=("cpu",))
+
+
+NORM_SCHEME_VARIANTS = (
+    _scheme("preln", "Pre-LN", "the baseline every ratio is to"),
+    _scheme("normformer", "NormFormer", "FC1, then activation + FFN LN as one autograd function (the default)",
+            NORMFORMER_FLAGS),
+    _scheme("normformer_compiled", "NormFormer, FC1 + act + FFN LN compiled", "the paper's suggested fusion",
+            NORMFORMER_FLAGS + COMPILE),
+    _scheme("normformer_nobias", "NormFormer, FFN LN without bias", "FC1, activation, FFN LN: three ops",
+            NORMFORMER_FLAGS + FFN_NOBIAS),
+    _scheme("normformer_nobias_compiled", "NormFormer, FFN LN without bias, compiled", "the fusion",
+            NORMFORMER_FLAGS + FFN_NOBIAS + COMPILE),
+    _scheme("normformer_rmsnorm", "NormFormer, FFN RMSNorm", "FC1, activation, FFN RMSNorm: three ops",
+            NORMFORMER_FLAGS + FFN_RMSNORM),
+    _scheme("normformer_rmsnorm_compiled", "NormFormer, FFN RMSNorm, compiled", "the fusion",
+            NORMFORMER_FLAGS + FFN_RMSNORM + COMPILE),
+    _scheme("postln", "Post-LN", "LN(x + f(x))", ("--post-ln",)),
+    _scheme("sandwich", "Sandwich norm", "x + N(f(N(x)))", ("--sandwich-norm",)),
+    _scheme("qknorm", "QK-norm", "per-head norms of q and k", ("--qk-norm",)),
+    _scheme("rmsnorm", "RMSNorm", "every norm an RMSNorm", ("--norm-type", "rmsnorm")),
+    _scheme("dyt", "DyT", "every norm tanh(αx)·γ + β", ("--norm-type", "dyt")),
+    _scheme("deepnorm", "DeepNorm", "Post-LN, LN(αx + f(x)), β-scaled init", ("--post-ln", "--deepnorm")),
+)  # fmt: skip
 
 
 # LaMBERT against a BERT-base-shaped encoder (docs/benchmarks.md, "LaMBERT against BERT").

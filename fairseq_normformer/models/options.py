@@ -14,6 +14,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from fairseq.utils import safe_getattr
 
 from ..modules import HEAD_SCALE_POSITIONS, LAYERNORM_IMPLS
+from ..modules.compiled_ffn_norm import FFN_NORM_IMPLS
 from ..modules.operations import ENCODER_ATTENTION_OPERATIONS, FFN_NORM_TYPES, NORM_TYPES, SWITCHES
 
 NormFormerSwitches = make_dataclass(
@@ -35,6 +36,12 @@ class NormFormerOptions(NormFormerSwitches):
     layernorm_impl: ChoiceEnum(LAYERNORM_IMPLS) = field(
         default="auto", metadata={"help": "LayerNorm implementation; 'auto' picks the fastest available"}
     )
+    ffn_norm_impl: ChoiceEnum(FFN_NORM_IMPLS) = field(
+        default="eager",
+        metadata={"help": "how FC1 -> activation -> FFN LN (--scale-fc) runs: eager, or compile (torch.compile of "
+                  "the three as one op, the paper's suggested fusion; its kind layernorm, layernorm_nobias or "
+                  "rmsnorm, no activation dropout); docs/kernels.md"},
+    )  # fmt: skip
     norm_type: ChoiceEnum(NORM_TYPES) = field(
         default="layernorm",
         metadata={"help": "the kind of every norm in the model (layers, embedding, final, LM head): LayerNorm, "

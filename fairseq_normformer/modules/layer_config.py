@@ -6,6 +6,7 @@ from typing import Optional, Tuple
 from fairseq import utils
 
 from ..checks import BadInput
+from .compiled_ffn_norm import COMPILABLE_KINDS, FFN_NORM_IMPLS
 from .deepnorm import check_deepnorm, deepnorm_constants
 from .operations import ENCODER_ATTENTION_OPERATIONS, FFN_NORM_TYPES, NORM_TYPES, OPERATIONS
 
@@ -37,6 +38,7 @@ class LayerConfig(OperationSwitches):
     layernorm_impl: str = "torch"
     norm_type: str = "layernorm"  # every norm's kind (operations.NORM_KINDS)
     ffn_norm_type: Optional[str] = None  # the FFN LN's kind; None: norm_type
+    ffn_norm_impl: str = "eager"  # FC1 -> activation -> FFN LN: "eager", or "compile" (one torch.compile'd op)
     normformer_layers: str = "all"  # which layers of a stack have the paper's operations (layers_of_spec)
     deepnorm_alpha: Optional[float] = None  # DeepNorm's residual scale α (modules/deepnorm.py); None: off
     deepnorm_beta: Optional[float] = None  # and its init scale β
@@ -73,9 +75,21 @@ class LayerConfig(OperationSwitches):
             raise BadInput(f"--norm-type={self.norm_type!r} is not one of {', '.join(NORM_TYPES)}")
         if self.ffn_norm_type is not None and self.ffn_norm_type not in FFN_NORM_TYPES:
             raise BadInput(f"--ffn-norm-type={self.ffn_norm_type!r} is not one of {', '.join(FFN_NORM_TYPES)}")
+        self._check_ffn_norm_impl()
         for name in ("dropout", "attention_dropout", "activation_dropout"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be in [0, 1), got {getattr(self, name)}")
+
+    def _check_ffn_norm_impl(self):
+        if self.ffn_norm_impl not in FFN_NORM_IMPLS:
+            raise BadInput(f"--ffn-norm-impl={self.ffn_norm_impl!r} is not one of {', '.join(FFN_NORM_IMPLS)}")
+        if self.ffn_norm_impl != "compile" or not self.scale_fc:
+            return
+        if self.ffn_norm_kind not in COMPILABLE_KINDS:
+            raise BadInput(f"--ffn-norm-impl compile fuses an FFN norm of kind {', '.join(COMPILABLE_KINDS)}, "
+                           f"not {self.ffn_norm_kind} (set --ffn-norm-type)")  # fmt: skip
+        if self.activation_dropout:
+            raise BadInput("--ffn-norm-impl compile has no activation dropout: use --activation-dropout 0")
 
     @classmethod
     def from_model_cfg(cls, cfg, side: str, normalize_before: bool, causal: bool, layernorm_impl: str,
@@ -107,6 +121,7 @@ class LayerConfig(OperationSwitches):
             layernorm_impl=layernorm_impl,
             norm_type=str(get("norm_type", "layernorm")),
             ffn_norm_type=get("ffn_norm_type") and str(get("ffn_norm_type")),
+            ffn_norm_impl=str(get("ffn_norm_impl", "eager")),
             normformer_layers=spec,
             deepnorm_alpha=deepnorm[0],
             deepnorm_beta=deepnorm[1],

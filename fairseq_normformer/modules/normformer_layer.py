@@ -12,6 +12,7 @@ from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
 from .attention import SelfAttention
+from .compiled_ffn_norm import CompiledFC1ActivationNorm
 from .layer_config import LayerConfig
 from .layer_norm import ActivationLayerNorm, Norm
 
@@ -39,8 +40,12 @@ class NormFormerLayer(nn.Module):
         # Activation + FFN LN as one function that reads ffn_layernorm's parameters and keeps only FC1's
         # output for backward (torch: recomputes the activation; triton: one kernel, one pass over memory).
         # It has no dropout, so only when activation dropout is 0; with apex the two run unfused.
-        fusable = cfg.scale_fc and cfg.ffn_norm_kind == "layernorm" and cfg.activation_dropout == 0.0
+        compiled = cfg.scale_fc and cfg.ffn_norm_impl == "compile"
+        fusable = cfg.scale_fc and cfg.ffn_norm_kind == "layernorm" and cfg.activation_dropout == 0.0 and not compiled
         self.ffn_act_norm = ActivationLayerNorm(cfg.activation_fn, cfg.layernorm_impl) if fusable else None
+        # --ffn-norm-impl compile: FC1, the activation and the FFN LN as one torch.compile'd op (the paper's
+        # closing suggestion: "fusing the FFN LN with the preceding fully connected layer").
+        self.fc1_act_norm = CompiledFC1ActivationNorm(cfg.activation_fn, cfg.ffn_norm_kind) if compiled else None
         self.fc2 = self.build_fc2(f, d)
         # The sandwich norm's FFN half: a norm on the FFN output, before the residual add.
         self.ffn_out_ln = norm(d) if cfg.sandwich_norm else nn.Identity()
@@ -78,7 +83,13 @@ class NormFormerLayer(nn.Module):
         return self._sublayer(x, self.final_layer_norm, self.feed_forward, self.w_resid)
 
     def feed_forward(self, x: Tensor) -> Tensor:
-        return self.ffn_out_ln(self.fc2(self.activation_norm(self.fc1(x))))
+        return self.ffn_out_ln(self.fc2(self.fc1_activation_norm(x)))
+
+    def fc1_activation_norm(self, x: Tensor) -> Tensor:
+        """FC1, the activation, its dropout and the FFN LN: one compiled op with --ffn-norm-impl compile."""
+        if self.fc1_act_norm is not None:
+            return self.fc1_act_norm(x, self.fc1, self.ffn_layernorm)
+        return self.activation_norm(self.fc1(x))
 
     def activation_norm(self, x: Tensor) -> Tensor:
         """FC1's output (T, B, F) through the activation, its dropout and the FFN LN."""

@@ -2,7 +2,7 @@
 import json
 
 from benchmarks.formulas import model_flops_per_step
-from benchmarks.report import TARGETS, render, results_section, write_section
+from benchmarks.report import TARGETS, norm_schemes_section, render, results_section, write_section
 
 SHAPES = {"layers": 2, "embed": 32, "ffn": 64, "vocab": 54, "seq_len": 16, "tokens": 32}
 
@@ -95,3 +95,28 @@ def test_write_section_replaces_only_its_own_block(tmp_path):
     write_section(doc, "x", "three\n")
     assert doc.read_text() == ("# Benchmarks\n\n<!-- begin x -->\nthree\n<!-- end x -->\n\n"
                                "<!-- begin y -->\ntwo\n<!-- end y -->\n")  # fmt: skip
+
+
+def _scheme(flags, cpu_seconds, params):
+    return {"label": "a scheme", "purpose": "", "flags": flags, "params": params, "peak_bytes": 3 * 2**20,
+            "first_step_seconds": {"wall": 4.0, "cpu": 3.0},
+            "seconds_per_step": [{"wall": 2 * s, "cpu": s} for s in cpu_seconds]}  # fmt: skip
+
+
+def test_norm_schemes_ratios_are_medians_of_the_rounds():
+    """Pre-LN 1, 2, 1, 1, 1, 1 s; NormFormer 1.1 s each round (a round where another process took Pre-LN's core
+    counts once: median of 1.1, 0.55, 1.1, ... = 1.1); compiled 1.0 s: 1.0 / 1.1 = 0.909 of the eager step."""
+    r = results() | {"vocab": 2104, "variants": {
+        "preln": _scheme([], [1.0, 2.0, 1.0, 1.0, 1.0, 1.0], 100),
+        "normformer": _scheme(["--scale-fc"], [1.1] * 6, 150),
+        "normformer_compiled": _scheme(["--scale-fc", "--ffn-norm-impl", "compile"], [1.0] * 6, 150)},
+        "compiled_against_eager": {"normformer_compiled": {
+            "eager_loss": 7.5, "compiled_loss": 7.5000001, "relative_l2_grad_difference": 3e-7,
+            "max_abs_grad_difference": 2e-7, "max_abs_grad": 0.5, "parameter": "w"}}}
+    section = norm_schemes_section(r, "n.json")
+    ones = "1.000 [1.000, 1.000]"
+    assert f"| `preln`: a scheme | — | 100 | +0 | 1.000 | {ones} | {ones} | 3 | 4.0 |" in section
+    assert "| `normformer`: a scheme | `--scale-fc` | 150 | +50 | 1.100 | 1.100 [0.550, 1.100] |" in section
+    assert "- `normformer_compiled` / `normformer`: 0.909 [0.909, 0.909]" in section
+    assert ("- `normformer_compiled`: loss 7.500000 against eager 7.500000; gradients: ‖Δ‖/‖g‖ = 3.0e-07, "
+            "largest |Δ| 2.0e-07 (`w`) against the largest |g| 5.0e-01") in section
