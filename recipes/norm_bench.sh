@@ -9,7 +9,8 @@
 #    LR of the ladder is trained too, so that each grid brackets its best (OUT/grid/SCHEME.md,
 #    normformer-analyze lr-grid). A run that diverges is marked so and not trained again.
 # 2. Seeds: each scheme at its best LR, SEEDS times (the grid's run is seed 1): OUT/schemes.md (final validation
-#    perplexity, each scheme's difference to Pre-LN as a 95% interval paired by seed) and
+#    perplexity, each scheme's difference to Pre-LN as a 95% interval paired by seed; OUT/schemes_curves.png, its
+#    validation perplexity against updates) and
 #    OUT/time_to_target/SCHEME/ (the fraction of Pre-LN's updates a scheme needs to reach Pre-LN's final perplexity).
 # 3. Placement: NormFormer's operations in the first half of the layers only, the second half only, and all, at
 #    NormFormer's best LR, SEEDS times: OUT/placement.md, and OUT/grad_norms/ (FC2's weight gradient per layer,
@@ -119,7 +120,7 @@ for name in "${NAMES[@]}"; do
   seeds_of "${LABEL[$name]} (lr ${BEST[$name]})" "$(grid_dir "$name" "${BEST[$name]}")" ${FLAGS[$name]} --lr "${BEST[$name]}"
 done
 wait_runs
-analyze ppl-table "${TABLE_RUNS[@]}" --out "$OUT/schemes.md" \
+analyze ppl-table "${TABLE_RUNS[@]}" --out "$OUT/schemes.md" --plot "$OUT/schemes_curves.png" \
   --title "Normalization schemes, $SCALE scale: final validation perplexity, each at its best LR, $SEEDS seeds"
 for name in "${NAMES[@]:1}"; do
   PAIRS=()

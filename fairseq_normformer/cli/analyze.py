@@ -222,6 +222,8 @@ def ppl_table(args):
     table = markdown_table(ppl_headers(args.compare_to), ppl_rows(runs, args.compare_to))
     text = (f"{args.title}\n\n" if args.title else "") + table
     print(_write(Path(args.out), text))
+    if args.plot:
+        print(plot_valid_curves(runs, Path(args.plot), "ppl", "validation perplexity"))
 
 
 def lr_grid(args):
@@ -379,6 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-to", metavar="LABEL",
                    help="also each row's difference to this run's (95%% CI, paired by seed): Table 5's to NormFormer")
     p.add_argument("--out", required=True, help="markdown file to write")
+    p.add_argument("--plot", help="also a PNG of each row's validation perplexity against updates (mean ± std over seeds)")
     p.set_defaults(func=ppl_table)
 
     p = commands.add_parser("lr-grid", help="one model's final validation perplexity by LR; prints the best LR and "

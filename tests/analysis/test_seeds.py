@@ -89,9 +89,10 @@ def test_ppl_table_over_three_seeds(tmp_path):
     runs = []
     for label, ppl, params in (("Baseline", BASELINE, 1000), ("NormFormer", NORMFORMER, 1328), ("Noise", NOISE, 1000)):
         runs += [f"--run={label}={log}" for log in fake_runs(tmp_path / label, ppl, params)]
-    analyze(["ppl-table", *runs, "--out", str(tmp_path / "t.md")])
+    analyze(["ppl-table", *runs, "--out", str(tmp_path / "t.md"), "--plot", str(tmp_path / "curves.png")])
     rows = table_rows(tmp_path / "t.md")
     assert list(rows) == ["Baseline", "NormFormer", "Noise"]
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert rows["NormFormer"][1:4] == ["1328", "3", "6"]  # params, seeds, updates
     assert rows["Baseline"][4] == mean_std_text(BASELINE, 2)  # the column's largest: 30.3, 4 digits
     assert rows["Baseline"][5] == rows["Baseline"][4]  # the final validation is the best here
