@@ -62,7 +62,7 @@ wait_grid() {
     for lr in ${TRIED[$name]}; do
       dir="$(grid_dir "$name" "$lr")"
       if is_done "$dir" || [ -e "$dir/diverged" ]; then continue; fi
-      if grep -qE "gradients are Nan/Inf|ActivationOverflowError" "$dir/train.log"; then touch "$dir/diverged"; else exit 1; fi
+      if [ "$(analyze outcome "$dir/train.log")" = diverged ]; then touch "$dir/diverged"; else exit 1; fi
     done
   done
 }

@@ -9,6 +9,7 @@
     normformer-analyze lr-table       --run Baseline=DIR --run NormFormer=DIR --out table3.md
     normformer-analyze ppl-table      --run Baseline=base.log --run NormFormer=nf.log --out table.md        # Tables 5-7
     normformer-analyze lr-grid        --run 1e-3=a.log --run 3e-3=b.log --out grid.md  # prints: 3e-3 highest
+    normformer-analyze outcome        train.log                     # prints: finished, diverged or unfinished
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
     normformer-analyze metric-table   --run A=a.log --run B=b.log --metric accuracy --out table.md         # any task
     normformer-analyze mlm-curves     --run Pre-LN=a.log --run NormFormer=b.log --data DATA --out-dir DIR  # masked LMs
@@ -48,6 +49,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     best_in_grid,
     difference_column,
     eval_rows,
+    grid_outcome,
     interval_cell,
     layer_share_table,
     lr_grid_headers,
@@ -237,6 +239,11 @@ def lr_grid(args):
     print(best, position)
 
 
+def outcome(args):
+    """How one run ended, as lr-grid reports it: a recipe marks a diverged run so that it is not trained again."""
+    print(grid_outcome(read_training_log(args.log)))
+
+
 def metric_table(args):
     runs = {label: [read_training_log(path) for path in paths] for label, paths in by_label(args.run).items()}
     text = (f"{args.title}\n\n" if args.title else "") + valid_table(runs, args.metric)
@@ -391,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=lr_grid)
+
+    p = commands.add_parser("outcome", help="how one fairseq-train run ended: finished, diverged (the numerical "
+                            "failure fairseq stopped on) or unfinished")
+    p.add_argument("log", help="fairseq-train log")
+    p.set_defaults(func=outcome)
 
     p = commands.add_parser("metric-table", help="the last validation's metrics of each run (any task)")
     p.add_argument("--run", type=labelled, action="append", required=True,

@@ -63,3 +63,11 @@ def test_the_metric_compared_is_chosen_and_must_be_in_the_logs(tmp_path, capsys)
     assert "| LR | Params | Outcome | Updates | Valid loss |" in (tmp_path / "g.md").read_text()
     with pytest.raises(SystemExit, match="has no 'mlm_ppl'"):
         analyze(["lr-grid", *runs, "--metric", "mlm_ppl", "--out", str(tmp_path / "g.md")])
+
+
+@pytest.mark.parametrize("ending, expected", [(DONE, "finished"), (DIVERGED, "diverged"), ("", "unfinished"),
+                                              ("FloatingPointError: Minimum loss scale reached (0.0001).\n", "diverged"),
+                                              ("ActivationOverflowError: layers.0 > 65504\n", "diverged")])  # fmt: skip
+def test_outcome_prints_how_one_run_ended_as_lr_grid_judges_it(tmp_path, capsys, ending, expected):
+    analyze(["outcome", str(grid_log(tmp_path / "run.log", 100, ending))])
+    assert capsys.readouterr().out.split() == [expected]
