@@ -13,8 +13,8 @@
 #    validation perplexity against updates) and
 #    OUT/time_to_target/SCHEME/ (the fraction of Pre-LN's updates a scheme needs to reach Pre-LN's final perplexity).
 # 3. Placement: NormFormer's operations in the first half of the layers only, the second half only, and all, at
-#    NormFormer's best LR, SEEDS times: OUT/placement.md, and OUT/grad_norms/ (FC2's weight gradient per layer,
-#    Fig. 3's measure, over updates 151-200).
+#    NormFormer's best LR, SEEDS times: OUT/placement.md, OUT/placement_halves.md (the first half against the second,
+#    paired by seed) and OUT/grad_norms/ (FC2's weight gradient per layer, Fig. 3's measure, over updates 151-200).
 # 4. FFN norm: NormFormer with its FFN LN a LayerNorm, a LayerNorm without bias and an RMSNorm: OUT/ffn_norm.md.
 # 5. Stability: the Table 3 test of each scheme at its shape (normformer-analyze lr-stability: warmup to PEAK_LR,
 #    default 2.0, over WARMUP updates, default 1000; fp32, stops at the first activation above 65504), one seed:
@@ -136,14 +136,19 @@ NF_LR="${BEST[normformer]}"
 TABLE_RUNS=() GRAD_RUNS=()
 seed_runs "Pre-LN (lr ${BEST[preln]})" "$(grid_dir preln "${BEST[preln]}")" train.log
 seed_runs "NormFormer, all layers" "$(grid_dir normformer "$NF_LR")" train.log
-seeds_of "NormFormer, first half (layers 0-$((HALF - 1)))" "$OUT/placement/first-half" "${NORMFORMER[@]}" \
-  --normformer-layers "first:$HALF" --lr "$NF_LR"
-seeds_of "NormFormer, second half" "$OUT/placement/second-half" "${NORMFORMER[@]}" --normformer-layers "last:$HALF" --lr "$NF_LR"
+FIRST_HALF="NormFormer, first half (layers 0-$((HALF - 1)))" SECOND_HALF="NormFormer, second half"
+seeds_of "$FIRST_HALF" "$OUT/placement/first-half" "${NORMFORMER[@]}" --normformer-layers "first:$HALF" --lr "$NF_LR"
+seeds_of "$SECOND_HALF" "$OUT/placement/second-half" "${NORMFORMER[@]}" --normformer-layers "last:$HALF" --lr "$NF_LR"
 wait_runs
 analyze ppl-table "${TABLE_RUNS[@]}" --compare-to "NormFormer, all layers" --out "$OUT/placement.md" \
   --title "NormFormer's operations in some layers, $SCALE scale, lr $NF_LR, $SEEDS seeds"
 for run in "${TABLE_RUNS[@]}"; do GRAD_RUNS+=("${run/%train.log/grad_norms.jsonl}"); done
 analyze grad-curves "${GRAD_RUNS[@]}" --param fc2.weight --updates 1:200 --table-window 151:200 --out-dir "$OUT/grad_norms"
+TABLE_RUNS=()  # the two halves against each other
+seed_runs "$SECOND_HALF" "$OUT/placement/second-half" train.log
+seed_runs "$FIRST_HALF" "$OUT/placement/first-half" train.log
+analyze ppl-table "${TABLE_RUNS[@]}" --out "$OUT/placement_halves.md" \
+  --title "NormFormer's operations in the first half of the layers against the second half, paired by seed"
 
 # 4. the kind of the FFN LN
 TABLE_RUNS=()
