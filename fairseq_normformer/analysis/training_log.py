@@ -37,6 +37,9 @@ class TrainingLog:
     failure: Optional[str] = None  # the first line naming a numerical failure
 
     def final_valid(self) -> dict:
+        """The last validation; a run that stopped on a numerical failure has no final result to report."""
+        if self.failure is not None:
+            raise ValueError(f"{self.path} diverged ({self.failure}): it has no final validation")
         if not self.valid:
             raise ValueError(f"{self.path} has no validation results (was validation disabled?)")
         return self.valid[-1]

@@ -131,6 +131,17 @@ def test_one_seed_has_no_interval_and_unpaired_seeds_are_refused(tmp_path):
         analyze(unpaired)
 
 
+def test_a_diverged_seed_is_refused_by_name_not_averaged(tmp_path):
+    base, nf = fake_runs(tmp_path / "b", BASELINE), fake_runs(tmp_path / "n", NORMFORMER)
+    with open(nf[1], "a") as f:  # seed 2 validated, then fairseq stopped on a numerical failure
+        f.write("FloatingPointError: gradients are Nan/Inf\n")
+    runs = [f"--run=Baseline={p}" for p in base] + [f"--run=NormFormer={p}" for p in nf]
+    for command in (["ppl-table"], ["metric-table", "--metric", "ppl"]):
+        with pytest.raises(SystemExit, match=f"{nf[1]} diverged .FloatingPointError: gradients are Nan/Inf.: it has no final validation"):
+            analyze([*command, *runs, "--out", str(tmp_path / "t.md")])
+    assert not (tmp_path / "t.md").exists()
+
+
 def test_time_to_target_fraction_over_seeds(tmp_path):
     hit = [4, 4, 6]  # NormFormer reaches its baseline's final perplexity at these updates (of 6)
     baselines = fake_runs(tmp_path / "b", BASELINE)
