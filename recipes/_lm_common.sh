@@ -132,6 +132,19 @@ train_seeds() {
 }
 
 analyze() { run "$BIN/normformer-analyze" "$@"; }
+
+# widen_grid "LRS" POSITION LADDER...: LRS with the next LR of LADDER beyond the edge where the grid's best lies
+# (POSITION, as normformer-analyze lr-grid prints it: lowest or highest); prints nothing when the best is inside,
+# or LADDER has no LR beyond that edge
+widen_grid() {
+  local lrs="$1" position="$2" i
+  shift 2
+  local ladder=("$@")
+  for i in "${!ladder[@]}"; do
+    if [ "$position" = lowest ] && [ "${ladder[$i]}" = "${lrs%% *}" ] && ((i > 0)); then echo "${ladder[$((i - 1))]} $lrs"; fi
+    if [ "$position" = highest ] && [ "${ladder[$i]}" = "${lrs##* }" ] && ((i + 1 < ${#ladder[@]})); then echo "$lrs ${ladder[$((i + 1))]}"; fi
+  done
+}
 show_table() { if [ "$DRY_RUN" != 1 ]; then cat "$1"; fi; }  # show_table FILE: a table analyze wrote, on stdout
 
 # --- the baseline / NormFormer pair of Figures 2-5 -------------------------------------------------

@@ -15,9 +15,10 @@
 #    NormFormer needs to reach the baseline's final MLM perplexity, normformer-analyze time-to-target).
 # MODELS (default "preln normformer") adds the normalization bench's masked-LM schemes (recipes/norm_bench.sh):
 #    sandwich (--sandwich-norm), qknorm (--qk-norm), rmsnorm (--norm-type rmsnorm), each Pre-LN's arch plus its
-#    switch, swept over SCHEME_LRS (default 5e-4 1e-3 2e-3; LRS sets it too) and trained with seeds at the best LR
-#    of its sweep (normformer-analyze lr-grid --metric mlm_ppl: OUT/grid-NAME.md); their time to Pre-LN's final
-#    perplexity goes to OUT/time_to_target-NAME/.
+#    switch, swept over SCHEME_LRS (default 5e-4 1e-3 2e-3; LRS sets it too), widened by the next LR of
+#    1.25e-4, 2.5e-4, ..., 8e-3 while its best is the lowest or the highest LR (normformer-analyze lr-grid --metric
+#    mlm_ppl: OUT/grid-NAME.md), and trained with seeds at that best; their time to Pre-LN's final perplexity goes to
+#    OUT/time_to_target-NAME/.
 # UPDATES (default 1000) sets every run's length (10% warmup, then linear decay, validation every UPDATES/10);
 # PRECISION=bf16 (the default) trains with --bf16, PRECISION=fp32 without; EXTRA_FLAGS are added to every
 # fairseq-train command (e.g. --no-layernorm-embedding, the first study of docs/results/small/mlm/). Two
@@ -27,6 +28,7 @@ SCALES=small
 source "$(dirname "$0")/_lm_common.sh"
 PRELN_LRS="${LRS:-${PRELN_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}}" NF_LRS="${LRS:-${NF_LRS:-5e-4 1e-3 2e-3}}"
 SCHEME_LRS="${LRS:-${SCHEME_LRS:-5e-4 1e-3 2e-3}}"
+LADDER=(1.25e-4 2.5e-4 5e-4 1e-3 2e-3 4e-3 8e-3)  # where a scheme's grid is widened
 read -ra MODELS <<<"${MODELS:-preln normformer}"
 BASE_LR="${BASE_LR:-1e-3}" NF_LR="${NF_LR:-1e-3}"
 UPDATES="${UPDATES:-1000}"
@@ -60,31 +62,50 @@ METRICS=(--metric mlm_ppl --metric mlm_accuracy --metric nsp_accuracy)
 # model_args MODEL: into the array MODEL_ARGS, its arch and switches
 model_args() { read -ra MODEL_ARGS <<<"--arch ${ARCH[$1]} ${SWITCHES[$1]:-}"; }
 
-# 1. the LR sweep, one seed
-TABLE_RUNS=()
+# train_grid MODEL: MODEL at every LR of its grid, seed 1 (finished runs are reused)
+train_grid() {
+  local lr
+  model_args "$1"
+  for lr in ${GRID[$1]}; do train "$OUT/$1-lr$lr" "${COMMON[@]}" "${MODEL_ARGS[@]}" --lr "$lr" --seed 1; done
+}
+
+# best_of_grid MODEL: LR[MODEL], the best of its grid by mlm_ppl; widens GRID[MODEL] along LADDER when the best
+# is at an edge (returns 1 when it did not)
+best_of_grid() {
+  local model="$1" lr runs=() position widened
+  read -ra runs <<<"${GRID[$model]}"
+  if [ "$DRY_RUN" = 1 ]; then LR[$model]="${runs[$((${#runs[@]} / 2))]}" && return 1; fi  # the grid's middle
+  runs=()
+  for lr in ${GRID[$model]}; do runs+=(--run "$lr=$OUT/$model-lr$lr/train.log"); done
+  read -r LR[$model] position < <(analyze lr-grid "${runs[@]}" --metric mlm_ppl --out "$OUT/grid-$model.md" \
+    --title "${NAME[$model]}, masked LM, small scale, $PRECISION: the last validation's mlm_ppl by LR (seed 1)")
+  if [ -z "${LR[$model]}" ]; then exit 1; fi  # lr-grid said why
+  widened="$(widen_grid "${GRID[$model]}" "$position" "${LADDER[@]}")"
+  [ -n "$widened" ] && GRID[$model]="$widened"
+}
+
+# 1. the LR sweep, one seed; a scheme's grid (a model without a given LR) is widened until its best is inside
+declare -A LR=([preln]="$BASE_LR" [normformer]="$NF_LR")
+pending=()
 for model in "${MODELS[@]}"; do
-  model_args "$model"
-  for lr in ${GRID[$model]}; do
-    train "$OUT/$model-lr$lr" "${COMMON[@]}" "${MODEL_ARGS[@]}" --lr "$lr" --seed 1
-    TABLE_RUNS+=(--run "${NAME[$model]}, lr $lr=$OUT/$model-lr$lr/train.log")
-  done
+  train_grid "$model"
+  if [ -z "${LR[$model]:-}" ]; then pending+=("$model"); fi
+done
+while ((${#pending[@]})); do
+  wait_runs
+  widened=()
+  for model in "${pending[@]}"; do if best_of_grid "$model"; then widened+=("$model") && train_grid "$model"; fi; done
+  pending=("${widened[@]}")
 done
 wait_runs
+TABLE_RUNS=()
+for model in "${MODELS[@]}"; do
+  for lr in ${GRID[$model]}; do TABLE_RUNS+=(--run "${NAME[$model]}, lr $lr=$OUT/$model-lr$lr/train.log"); done
+done
 analyze metric-table "${TABLE_RUNS[@]}" "${METRICS[@]}" --out "$OUT/lr_sweep.md" \
   --title "Masked LM (MLM + NSP), small scale, $PRECISION: the last validation after $UPDATES updates, by LR (seed 1)"
 
 # 2. each model at its own LR (the schemes': their sweep's best), SEEDS seeds
-declare -A LR=([preln]="$BASE_LR" [normformer]="$NF_LR")
-for model in "${MODELS[@]}"; do
-  if [ -n "${LR[$model]:-}" ]; then continue; fi
-  read -ra lrs <<<"${GRID[$model]}"
-  LR[$model]="${lrs[$((${#lrs[@]} / 2))]}"  # DRY_RUN=1: the grid's middle
-  if [ "$DRY_RUN" = 1 ]; then continue; fi
-  runs=()
-  for lr in "${lrs[@]}"; do runs+=(--run "$lr=$OUT/$model-lr$lr/train.log"); done
-  read -r LR[$model] _ < <(analyze lr-grid "${runs[@]}" --metric mlm_ppl --out "$OUT/grid-$model.md" \
-    --title "${NAME[$model]}, masked LM, small scale, $PRECISION: the last validation's mlm_ppl by LR (seed 1)")
-done
 TABLE_RUNS=()
 for model in "${MODELS[@]}"; do
   model_args "$model"

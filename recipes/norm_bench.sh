@@ -70,21 +70,14 @@ wait_grid() {
 # extend_grid NAME: BEST[NAME] from the grid so far; adds the next LR of the ladder when the best is at an edge
 # (returns 1 when it added none)
 extend_grid() {
-  local name="$1" lr runs=() position i
+  local name="$1" lr runs=() position widened
   if [ "$DRY_RUN" = 1 ]; then read -ra runs <<<"${TRIED[$name]}" && BEST[$name]="${runs[1]}" && return 1; fi
   for lr in ${TRIED[$name]}; do runs+=(--run "$lr=$(grid_dir "$name" "$lr")/train.log"); done
   read -r BEST[$name] position < <(analyze lr-grid "${runs[@]}" --out "$OUT/grid/$name.md" \
     --title "${LABEL[$name]}, $SCALE scale: final validation perplexity by LR (seed 1, ${UPDATES:-300} updates)")
   if [ -z "${BEST[$name]}" ]; then exit 1; fi  # lr-grid said why
-  for i in "${!LADDER[@]}"; do
-    if [ "$position" = lowest ] && [ "${LADDER[$i]}" = "${TRIED[$name]%% *}" ] && ((i > 0)); then
-      TRIED[$name]="${LADDER[$((i - 1))]} ${TRIED[$name]}" && return 0
-    fi
-    if [ "$position" = highest ] && [ "${LADDER[$i]}" = "${TRIED[$name]##* }" ] && ((i + 1 < ${#LADDER[@]})); then
-      TRIED[$name]="${TRIED[$name]} ${LADDER[$((i + 1))]}" && return 0
-    fi
-  done
-  return 1
+  widened="$(widen_grid "${TRIED[$name]}" "$position" "${LADDER[@]}")"
+  [ -n "$widened" ] && TRIED[$name]="$widened"
 }
 
 # 1. the grid, extended until every scheme's best is inside it
