@@ -7,10 +7,12 @@ import sys
 import pytest
 from fairseq import options
 
+from fairseq_normformer import paper
 from fairseq_normformer.runs.lr_stability import stability_command
 from fairseq_normformer.cli.analyze import build_parser
 from fairseq_normformer.runs.run_dir import THREAD_VARIABLES
 from tests.conftest import REPO_ROOT, recorded_command, recorded_commands
+from tests.runs.test_paper_settings import expected, train_settings
 
 RECIPES = ["fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio", "table3_lr_stability",
            "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103", "norm_bench"]  # fmt: skip
@@ -88,6 +90,21 @@ def test_table5_rows_switch_exactly_their_operations(commands):
                 rows.append(tuple(s[6:] for s in switches if getattr(args, s, False)))
         assert rows == [(), ("attn", "fc", "heads"), ("fc", "heads"), ("attn", "heads"), ("attn", "fc"),
                         ("attn", "fc", "heads", "resids"), ("attn", "fc", "heads", "qkv")]  # fmt: skip
+
+
+def test_the_figure_recipes_and_table5_train_the_papers_125m_pair(commands):
+    """Figs. 2-5 train the same baseline/NormFormer pair, Table 5's baseline row is it too, and its NormFormer
+    rows share one LR: all as fairseq_normformer/paper.py says (WORLD_SIZE 8, the default)."""
+    def trained(recipe):
+        return [train_settings(argv[1:]) for argv in commands[recipe, "paper"]
+                if os.path.basename(argv[0]) == "fairseq-train"]  # fmt: skip
+
+    want = [expected("figs", "125M", model, 8) for model in paper.MODELS]
+    for recipe in ("fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio"):
+        assert trained(recipe) == want, recipe
+    table5 = trained("table5_ablations")
+    assert table5[0] == expected("5", "125M", "baseline", 8)
+    assert {row[1] for row in table5[1:]} == {paper.settings("5", "125M", "normformer", 8)["lrs"][0]}
 
 
 def test_small_scale_trains_4_layers_of_256_on_the_python_manual(commands):
