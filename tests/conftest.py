@@ -1,6 +1,7 @@
 """Shared fixtures: tiny standard-library and gettext corpora and a tiny pre-trained BERT checkpoint
 (built once per session), ``run_cli`` and the tiny masked-LM settings (``TINY``, ``TRAIN``, ``pretrain``)."""
 import os
+import pickle
 import re
 import shlex
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from filelock import FileLock  # a requirement of torch
 
 from fairseq_normformer.corpus.gettext import build_translation_corpus
 from fairseq_normformer.corpus.stdlib import build_corpus
@@ -67,18 +69,36 @@ def recorded_commands(commands_sh) -> list:
     return [recorded_command(line)[0] for line in lines if line and not line.startswith("#") and not is_setting(line)]
 
 
+def built_once(tmp_path_factory, name: str, build):
+    """What ``build(out)`` returns, ``out`` a new directory NAME, built once in the whole test session: the
+    first pytest-xdist process to ask builds it, the others wait and read it back (pytest-xdist's recipe
+    for session fixtures). What it builds is read only."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's directory, above each process's own
+    out, value = root / name, root / f"{name}.pickle"
+    with FileLock(root / f"{name}.lock"):
+        if value.exists():
+            return pickle.loads(value.read_bytes())
+        if out.exists():
+            raise RuntimeError(f"{out}: the test process that built it failed (its error is reported)")
+        built = build(out)
+        value.write_bytes(pickle.dumps(built))
+        return built
+
+
 @pytest.fixture(scope="session")
 def tiny_lm_corpus(tmp_path_factory):
     """CorpusPaths of a ~200k-character corpus, one paragraph a line, 1000-piece vocabulary."""
-    out = tmp_path_factory.mktemp("corpus") / "tiny_lm"
-    return build_corpus(out, fmt="lm", vocab_size=TINY_VOCAB_SIZE, max_chars=TINY_MAX_CHARS)
+    return built_once(tmp_path_factory, "tiny_lm",
+                      lambda out: build_corpus(out, fmt="lm", vocab_size=TINY_VOCAB_SIZE, max_chars=TINY_MAX_CHARS))
 
 
 @pytest.fixture(scope="session")
 def tiny_bert_corpus(tmp_path_factory):
     """Same text in BERT's format: one sentence a line, an empty line between documents."""
-    out = tmp_path_factory.mktemp("corpus") / "tiny_bert"
-    return build_corpus(out, fmt="bert", vocab_size=TINY_VOCAB_SIZE, max_chars=TINY_MAX_CHARS)
+    return built_once(tmp_path_factory, "tiny_bert",
+                      lambda out: build_corpus(out, fmt="bert", vocab_size=TINY_VOCAB_SIZE, max_chars=TINY_MAX_CHARS))
 
 
 SYSTEM_LOCALE_DIR = Path("/usr/share/locale")
@@ -110,9 +130,9 @@ def tiny_locale_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_translation_corpus(tiny_locale_dir, tmp_path_factory):
     """CorpusPaths of an en-de corpus built from ``tiny_locale_dir``, 500-piece joint vocabulary."""
-    out = tmp_path_factory.mktemp("corpus") / "tiny_en_de"
-    return build_translation_corpus(out, source_lang="en", target_lang="de", locale_dir=tiny_locale_dir,
-                                    vocab_size=500)  # fmt: skip
+    return built_once(tmp_path_factory, "tiny_en_de",
+                      lambda out: build_translation_corpus(out, source_lang="en", target_lang="de",
+                                                           locale_dir=tiny_locale_dir, vocab_size=500))  # fmt: skip
 
 
 def valid_stats(stdout: str) -> dict:
@@ -130,7 +150,8 @@ def pretrain(data_bin, save_dir, arch, flags, updates=3):
 def swap_run(tiny_bert_corpus, tmp_path_factory):
     """A Post-LN BERT (exportable to transformers) pre-trained with swap negatives and span masking;
     also the pre-trained checkpoint of the fine-tuning tests (tests/cli/test_finetune_e2e.py)."""
-    save_dir = tmp_path_factory.mktemp("swap_run")
-    flags = ["--nsp-negatives", "swap", "--span-masking"]
-    stdout = pretrain(tiny_bert_corpus.data_bin, save_dir, "postln_bert_base", flags)
-    return save_dir / "checkpoint_last.pt", stdout
+    def run(save_dir):
+        stdout = pretrain(tiny_bert_corpus.data_bin, save_dir, "postln_bert_base", ["--nsp-negatives", "swap", "--span-masking"])
+        return save_dir / "checkpoint_last.pt", stdout
+
+    return built_once(tmp_path_factory, "swap_run", run)

@@ -5,7 +5,7 @@ import torch
 
 from fairseq_normformer.zeroshot.scorer import load_scorer
 from fairseq_normformer.zeroshot.stdlib_tasks import build_stdlib_tasks
-from tests.conftest import USER_DIR, run_cli
+from tests.conftest import USER_DIR, built_once, run_cli
 
 MAX_POSITIONS = 96  # short, so long contexts are truncated and rolling scores need several windows
 
@@ -23,11 +23,13 @@ def one_thread():
 def tiny_checkpoint(tiny_lm_corpus, tmp_path_factory):
     """NormFormer LM, 2 layers of width 32, 30 updates. Dropout is on in training, so scoring
     in train mode would be random and the reference comparisons would fail."""
-    save_dir = tmp_path_factory.mktemp("zeroshot_ckpt")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OMP_NUM_THREADS", "1")
-        train(tiny_lm_corpus, save_dir)
-    return save_dir / "checkpoint_last.pt"
+    def run(save_dir):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OMP_NUM_THREADS", "1")
+            train(tiny_lm_corpus, save_dir)
+        return save_dir / "checkpoint_last.pt"
+
+    return built_once(tmp_path_factory, "zeroshot_ckpt", run)
 
 
 def train(corpus, save_dir):
