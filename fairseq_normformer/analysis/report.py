@@ -1,7 +1,7 @@
 """Markdown tables with the paper's columns, from training logs and runner results. Every model is a
-list of runs, one per seed: numbers are mean ± std over the seeds, and differences to the first row
-95% intervals paired by seed (analysis/seeds.py). A table prints the numbers of a column with one number
-of decimals, its largest number's 4 significant digits (column_format)."""
+list of runs, one per seed: numbers are mean ± sd over the seeds (their column's header says "(mean ± sd)"),
+and differences to the first row 95% intervals paired by seed (analysis/seeds.py). A table prints the numbers
+of a column with one number of decimals, its largest number's 4 significant digits (column_format)."""
 import math
 from typing import Dict, List, Optional, Sequence
 
@@ -49,8 +49,18 @@ def column_format(column: Sequence):
     return lambda cell: cell.format(number) if isinstance(cell, Numbers) else number(cell)
 
 
+SD_HEADER = " (mean ± sd)"
+
+
+def header_cell(header: str, column: Sequence) -> str:
+    """The header, saying "(mean ± sd)" when the column holds a mean ± standard deviation over seeds."""
+    spread = any(isinstance(cell, Numbers) and "±" in cell.template for cell in column)
+    return header + SD_HEADER if spread else header
+
+
 def markdown_table(headers: Sequence[str], rows: List[Sequence]) -> str:
     formats = [column_format(column) for column in zip(*rows)]
+    headers = [header_cell(header, [row[k] for row in rows]) for k, header in enumerate(headers)]
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(f(v) for f, v in zip(formats, row)) + " |" for row in rows]
     return "\n".join(lines) + "\n"

@@ -92,6 +92,8 @@ def test_ppl_table_over_three_seeds(tmp_path):
     analyze(["ppl-table", *runs, "--out", str(tmp_path / "t.md"), "--plot", str(tmp_path / "curves.png")])
     rows = table_rows(tmp_path / "t.md")
     assert list(rows) == ["Baseline", "NormFormer", "Noise"]
+    header = (tmp_path / "t.md").read_text().splitlines()[0]  # "±" is a standard deviation and says so
+    assert "| Valid PPL (mean ± sd) | Best valid PPL (mean ± sd) | Δ valid PPL vs first row (95% CI) |" in header
     assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert rows["NormFormer"][1:4] == ["1328", "3", "6"]  # params, seeds, updates
     assert rows["Baseline"][4] == mean_std_text(BASELINE, 2)  # the column's largest: 30.3, 4 digits
@@ -125,6 +127,7 @@ def test_one_seed_has_no_interval_and_unpaired_seeds_are_refused(tmp_path):
     analyze(["ppl-table", f"--run=Baseline={base}", f"--run=NormFormer={nf}", "--out", str(tmp_path / "t.md")])
     rows = table_rows(tmp_path / "t.md")
     assert rows["Baseline"][2:5] == ["1", "6", "30.00"] and rows["NormFormer"][6] == "-1.500 (1 seed: no interval)"
+    assert "| Valid PPL | Best valid PPL |" in (tmp_path / "t.md").read_text()  # one seed: no sd to name
     more = fake_runs(tmp_path / "m", [28.0, 29.0])
     unpaired = ["ppl-table", f"--run=Baseline={base}", *[f"--run=NormFormer={p}" for p in more], "--out", str(tmp_path / "u.md")]
     with pytest.raises(SystemExit, match="rows 'Baseline' and 'NormFormer' are paired by seed, but one has 2 seeds and the other 1"):
