@@ -6,6 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements/*.txt setup.py scripts/install.sh | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# make demo DEMO_ARGS="--updates 300 --stop-time-hours 0.2": options of python -m fairseq_normformer.cli.demo
+DEMO_ARGS ?=
 # Test processes: one per core; a file's tests stay in one process (module fixtures are built once).
 PYTEST_WORKERS ?= 2
 
@@ -19,7 +21,7 @@ $(STAMP):
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m fairseq_normformer.cli.demo --workdir work/demo
+	$(PY) -m fairseq_normformer.cli.demo --workdir work/demo $(DEMO_ARGS)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)

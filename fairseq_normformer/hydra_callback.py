@@ -9,10 +9,16 @@ the job; naming this one there imports the plugin first (docs/hydra.md):
           _target_: fairseq_normformer.hydra_callback.LoadPlugin
 
 Before the launch it also refuses ``model._name=<an --arch preset>``, which would build other sizes, and
-a job stopped by bad input ends in one line, as fairseq-train's.
+a save dir that cannot work (none for a run; one shared by every job of a multirun, where each job after
+the first would resume the first's finished checkpoint and train nothing); a job stopped by bad input
+ends in one line, as fairseq-train's. Each job of a multirun starts with no best validation loss of an
+earlier job (fairseq keeps it on ``save_checkpoint.best``, for the whole process).
 """
 import sys
+from importlib import resources
 
+from fairseq import checkpoint_utils
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
@@ -39,14 +45,43 @@ def check_model_name(config) -> None:
                           f"the model's defaults, not the preset's sizes; {instead}")  # fmt: skip
 
 
+HYDRA_SWEEP_DIR = OmegaConf.to_container(OmegaConf.load(resources.files("hydra.conf.hydra.output") / "default.yaml"))["sweep"]["dir"]
+
+
+def save_dir_override(config):
+    """The command line's ``checkpoint.save_dir=...`` override, else None."""
+    overrides = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+    return next((o for o in overrides if o.key_or_group == "checkpoint.save_dir"), None)
+
+
+def check_save_dir(config, multirun: bool) -> None:
+    """A run needs a save dir where the config's follows hydra's run dir (which follows it); the jobs of a
+    multirun need one each (the example config's: hydra.sweep.dir/<job number>)."""
+    given = save_dir_override(config)
+    if multirun and given is not None and not given.is_sweep_override():
+        raise checks.BadInput(
+            f"checkpoint.save_dir={given.value()} in a multirun: every job would save there, and each after the "
+            f"first would resume the first's finished checkpoint_last.pt and train nothing; give "
+            f"hydra.sweep.dir={given.value()} instead (job N saves into {given.value()}/N, docs/hydra.md)")
+    if multirun and OmegaConf.to_container(config.hydra.sweep)["dir"] == HYDRA_SWEEP_DIR:
+        raise checks.BadInput(f"a multirun (-m) needs hydra.sweep.dir=DIR: job N saves into DIR/N (hydra's default, "
+                              f"{HYDRA_SWEEP_DIR}, is under the folder you run from; docs/hydra.md)")
+    follows = OmegaConf.to_container(config.hydra.run)["dir"] == "${checkpoint.save_dir}"
+    if not multirun and given is None and follows and OmegaConf.is_interpolation(config.checkpoint, "save_dir"):
+        raise checks.BadInput("no save dir: give checkpoint.save_dir=DIR (the checkpoints and hydra's logs go there)")
+
+
 class LoadPlugin(Callback):
     """Importing its module loads the plugin; before the launch, refuses a config that cannot work."""
 
     def on_run_start(self, config, **kwargs) -> None:
-        self.check(config)
+        self.check(config, multirun=False)
 
     def on_multirun_start(self, config, **kwargs) -> None:
-        self.check(config)
+        self.check(config, multirun=True)
+
+    def on_job_start(self, config, **kwargs) -> None:
+        vars(checkpoint_utils.save_checkpoint).pop("best", None)  # an earlier job's, in a multirun
 
     def on_job_end(self, config, job_return, **kwargs) -> None:
         """A job refused for bad input (the command-line checks, a data reader) ends in one line, as
@@ -55,10 +90,11 @@ class LoadPlugin(Callback):
             sys.exit(1)
 
     @staticmethod
-    def check(config) -> None:
+    def check(config, multirun: bool) -> None:
         """A BadInput as one line (hydra would print it with a traceback): before the launch, nothing is written."""
         try:
             check_model_name(config)
+            check_save_dir(config, multirun)
         except checks.BadInput as error:
             checks.print_error(str(error))
             sys.exit(2)

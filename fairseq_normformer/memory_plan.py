@@ -12,7 +12,7 @@ fp32                        4Ψ         4Ψ                   8Ψ (moments)
 ==========================  =========  ===================  ===================================
 
 and per backend: DDP (c10d) replicates all and adds its gradient buckets (one more gradient's size,
-torch's ``gradient_as_bucket_view=False``); ``--zero-sharding os`` (fairscale's OSS) gives each rank
+torch's ``gradient_as_bucket_view=False``; none on one GPU, where fairseq wraps no DDP); ``--zero-sharding os`` (fairscale's OSS) gives each rank
 the moments of its parameters only, assigned greedily in model order as OSS does, the master copy
 stays whole; fully_sharded (fairscale FSDP) shards weights, gradients and moments 1/N, with the
 fp32 shard as master, and gathers one unit's full weights and gradients at a time; ``--cpu-offload``
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from .models.normformer_lm import GPT3_SIZES
 
 GIB = 2**30
-GPUS = {"V100 16GB": 16, "V100 32GB": 32, "A100 40GB": 40, "A100 80GB": 80}
+GPUS = {"V100 16GB": 16, "V100 32GB": 32, "A100 40GB": 40, "A100 80GB": 80, "H100 80GB": 80}
 RESERVED_BYTES = GIB  # CUDA context, cuBLAS workspace and allocator slack, not counted below
 GPT2_VOCAB = 50264  # GPT-2's 50257 BPE symbols with fairseq's specials, padded to a multiple of 8
 FSDP_MIN_PARAMS_TO_WRAP = 10**8  # fairseq's --min-params-to-wrap default
@@ -113,7 +113,7 @@ def state_bytes(s: ModelShape, precision: str, backend: str, world_size: int, ch
         moments_params = params if backend == "c10d" else max(oss_partition_sizes(tensors, world_size))
         return {"weights": element * params, "gradients": element * params,
                 "optimizer": master_bytes + ADAM_MOMENT_BYTES * moments_params,
-                "ddp_buckets": element * params, "fsdp_gathered": 0}  # fmt: skip
+                "ddp_buckets": element * params if world_size > 1 else 0, "fsdp_gathered": 0}  # fmt: skip
     gathered = 2 * element * fsdp_gathered_params(s, checkpoint_activations)  # weights and gradients
     if backend == "fsdp-cpu-offload":
         return {"weights": 0, "gradients": 0, "optimizer": 0, "ddp_buckets": 0, "fsdp_gathered": gathered}
@@ -231,7 +231,7 @@ def auto_plan(preset: str, precision: str, world_size: int, batch_size: int, seq
         if p.fits(gpu_gb):
             return p
     raise ValueError(
-        f"{preset} does not fit {world_size} GPUs of {gpu_gb:g} GB with --batch-size {batch_size} x {seq_len} "
+        f"{preset} does not fit {gpus_text(world_size)} of {gpu_gb:g} GB with --batch-size {batch_size} x {seq_len} "
         f"tokens in {precision}, on any backend even with --checkpoint-activations: "
         "lower --batch-size (raising --update-freq) or use more or larger GPUs"
     )
@@ -241,12 +241,16 @@ def report_lines(p: Plan) -> list:
     """The plan as text: bytes per GPU, and which GPUs it fits."""
     gib = lambda n: f"{n / GIB:8.2f} GiB"  # noqa: E731
     lines = [f"memory per GPU: {p.preset} ({p.parameters / 1e6:.0f}M parameters), {p.precision}, {p.backend}, "
-             f"{p.world_size} GPUs, --batch-size {p.batch_size} x {p.seq_len} tokens"
+             f"{gpus_text(p.world_size)}, --batch-size {p.batch_size} x {p.seq_len} tokens"
              + (", --checkpoint-activations" if p.checkpoint_activations else "")]  # fmt: skip
     lines += [f"  {name:<14}{gib(n)}" for name, n in p.bytes.items()]
     lines.append(f"  {'total':<14}{gib(p.total)}  (+ {RESERVED_BYTES / GIB:g} GiB CUDA context and allocator slack)")
     fits = ", ".join(f"{gpu} {'yes' if p.fits(gb) else 'no'}" for gpu, gb in GPUS.items())
     return lines + [f"  fits: {fits}"]
+
+
+def gpus_text(n: int) -> str:
+    return f"{n} GPU{'' if n == 1 else 's'}"
 
 
 def gib_text(n: int) -> str:

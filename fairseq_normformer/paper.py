@@ -143,7 +143,7 @@ def update_freq(tokens_per_update: int, world_size: int, batch_size: int, tokens
     per_pass = world_size * batch_size * tokens_per_sample
     if tokens_per_update % per_pass:
         raise ValueError(
-            f"{world_size} GPUs x --batch-size {batch_size} x {tokens_per_sample} tokens does not divide "
+            f"{memory_plan.gpus_text(world_size)} x --batch-size {batch_size} x {tokens_per_sample} tokens does not divide "
             f"{tokens_per_update} tokens per update: change the batch size or the number of GPUs"
         )
     return tokens_per_update // per_pass

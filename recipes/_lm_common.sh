@@ -29,6 +29,7 @@ OUT="$(mkdir -p "${2:-$REPO/work/recipes/$RECIPE-$SCALE}" && cd "${2:-$REPO/work
 source "$REPO/recipes/_run_dir.sh"
 SCALES="${SCALES:-paper tiny small}"
 if [[ " $SCALES " != *" $SCALE "* ]]; then echo "usage: $0 [${SCALES// /|}] [OUT_DIR]" >&2; exit 2; fi
+if [[ " $SCALES " == *" paper "* ]]; then refuse_unread_data paper; else refuse_unread_data; fi
 if [ "$SCALE" != paper ]; then export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"; fi
 JOBS="${JOBS:-$([ "$SCALE" = paper ] && echo 1 || echo 2)}"  # runs at a time
 

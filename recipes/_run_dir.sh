@@ -17,6 +17,18 @@ if ! [[ "$SEEDS" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
+# refuse_unread_data [SCALE]: DATA is read at SCALE only (no SCALE: never); set where the recipe would ignore it
+# (and train on a built-in corpus without a word), it is refused in one line
+refuse_unread_data() {
+  if [ -z "${DATA+set}" ] || { [ -n "${1:-}" ] && [ "$SCALE" = "$1" ]; }; then return 0; fi
+  if [ -n "${1:-}" ]; then
+    echo "$(basename "$0") ${SCALE}: DATA is read at $1 scale only (${SCALE} builds its own corpus): unset DATA or run $1" >&2
+  else
+    echo "$(basename "$0"): DATA is set, but this recipe does not read it: unset DATA" >&2
+  fi
+  exit 2
+}
+
 seed_dir() { if [ "$2" = 1 ]; then echo "$1"; else echo "$1/seed$2"; fi; }  # seed_dir RUN_DIR K
 
 # seed_runs LABEL RUN_DIR [FILE]: into the array TABLE_RUNS, --run LABEL=<seed K's RUN_DIR>[/FILE] for every

@@ -42,6 +42,7 @@ EXTRA_FLAGS=${EXTRA_FLAGS:-}
 RECIPE=bert_finetune
 mkdir -p "$OUT"
 source "$HERE/_run_dir.sh"
+refuse_unread_data  # reads no DATA (its data: see above)
 TOKENS=(--spm-model "$SPM_MODEL" --dict "$DATA_BIN/dict.txt")
 
 task_settings() {  # lr, batch size, updates, then the task's data directory and flags

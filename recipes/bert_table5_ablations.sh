@@ -58,7 +58,8 @@ finetune() {  # finetune ROW SEED: recipes/table2_glue.sh from the checkpoint of
   local model dir
   read -r -a model <<<"${FINETUNE_MODEL[$1]}"
   dir="$(seed_dir "$OUT/$1" "$2")"
-  env "${FT_FLAGS[@]}" PY="$PY" DRY_RUN="$DRY_RUN" CHECKPOINT="$dir/pretrain/checkpoints/checkpoint_last.pt" \
+  # table2_glue.sh takes the pre-training data as DATA_BIN and refuses a DATA (paper scale's) it would not read
+  env -u DATA "${FT_FLAGS[@]}" PY="$PY" DRY_RUN="$DRY_RUN" CHECKPOINT="$dir/pretrain/checkpoints/checkpoint_last.pt" \
     ARCH="${model[0]}" MODEL_FLAGS="${model[*]:1}" DATA_BIN="$BERT_DATA" SPM_MODEL="$SPM_MODEL" GLUE_DIR="$GLUE_DIR" \
     OUT="$OUT" RUNS="$dir/finetune" TASKS="$TASKS" LRS="$LRS" MAX_POSITIONS="$TOKENS" SEEDS=1 \
     EXTRA_FLAGS="${EXTRA_FLAGS:-} ${FT_EXTRA_FLAGS:-} --seed $2" bash "$REPO/recipes/table2_glue.sh" >&2

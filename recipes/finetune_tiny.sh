@@ -48,6 +48,7 @@ export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 RECIPE=finetune_tiny
 OUT=$WORK
 source "$HERE/_run_dir.sh"
+refuse_unread_data  # reads no DATA (its data: see above)
 USER_DIR=(--user-dir "$REPO/fairseq_normformer")
 COMMON=(--dropout 0.1 --attention-dropout 0.1
         --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-06 --weight-decay 0.01 --clip-norm 1.0

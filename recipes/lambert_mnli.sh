@@ -40,6 +40,7 @@ EXTRA_FLAGS=${EXTRA_FLAGS:-}
 RECIPE=lambert_mnli
 mkdir -p "$OUT"
 source "$HERE/_run_dir.sh"
+refuse_unread_data  # reads no DATA (its data: see above)
 
 PRETRAIN=$OUT/pretrain
 echo "[lambert_mnli] pre-training $ARCH -> $PRETRAIN/train.log"

@@ -37,6 +37,7 @@ RECIPE=table1
 OUT=$WORK
 mkdir -p "$OUT"
 source "$HERE/_run_dir.sh"
+refuse_unread_data  # reads no DATA (its data: see above)
 
 case $SCALE in
   tiny)

@@ -45,6 +45,7 @@ RUNS=${RUNS:-$OUT/runs}
 RECIPE=table2
 mkdir -p "$OUT"
 source "$HERE/_run_dir.sh"
+refuse_unread_data  # reads no DATA (its data: see above)
 
 # classes, batch size, updates, warmup, dev metric: fairseq's examples/roberta/README.glue.md
 task_settings() {

@@ -30,6 +30,7 @@ RECIPE=tiny_mlm_nsp
 OUT=$WORK
 mkdir -p "$OUT"
 source "$HERE/_run_dir.sh"
+refuse_unread_data  # reads no DATA (its data: see above)
 
 "$PY" -m fairseq_normformer.cli.build_corpus --out "$WORK/corpus" --format bert \
   --vocab-size "$VOCAB_SIZE" --max-chars "$MAX_CHARS"

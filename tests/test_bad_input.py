@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from fairseq_cli import eval_lm, train
 
 from fairseq_normformer.checks import BadInput
@@ -88,6 +89,17 @@ def test_missing_data_directory_is_named_by_the_cli(tmp_path):
     assert last_line == f"fairseq-train: error: data directory '{tmp_path / 'no-such-dir'}' does not exist"
     assert "Traceback" not in result.stderr  # checks.BadInput: one line
     assert not re.search("hydra|deprecat", result.stderr, re.IGNORECASE)  # fairseq's noise, silenced
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without a CUDA GPU")
+def test_triton_layernorm_without_a_cuda_gpu_is_one_line(tiny_lm_corpus, tmp_path):
+    """Issue 53: a 39-line traceback ending in ValueError."""
+    result = subprocess.run([BIN / "fairseq-train", *lm_args(tiny_lm_corpus.data_bin, tmp_path / "save",
+                                                             "--layernorm-impl", "triton")],
+                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert (result.returncode, result.stderr) == (
+        1, "fairseq-train: error: --layernorm-impl=triton needs a CUDA GPU; use --layernorm-impl=torch or auto here\n")
+    assert not (tmp_path / "save").exists()
 
 
 def test_data_directory_without_dictionary(tiny_lm_corpus, tmp_path, monkeypatch):

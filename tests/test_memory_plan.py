@@ -216,3 +216,15 @@ def test_every_size_of_the_help_has_a_memory_plan(capsys):
         paper.main(["--memory", "--size", size, "--model", "normformer"])
         preset = f"normformer_lm_{paper.SIZES.get(size, size)}"
         assert capsys.readouterr().out.startswith(f"memory per GPU: {preset} "), size
+
+
+def test_one_gpu_has_no_ddp_buckets_and_the_plan_lists_the_h100():
+    """Issue 53: 0.23 GiB of DDP buckets on one GPU (fairseq wraps no DDP there), "1 GPUs", no H100."""
+    params = sum(memory_plan.parameter_tensors(memory_plan.ModelShape.gpt3("normformer_lm_gpt3_small")))
+    for world_size, buckets in ((1, 0), (2, 2 * params)):  # fp16 gradients, one more copy under DDP
+        p = memory_plan.plan("normformer_lm_gpt3_small", "memory-efficient-fp16", "c10d", world_size, 16, 2048)
+        assert p.bytes["ddp_buckets"] == buckets
+    result = run_cli(["normformer-paper-settings", "--memory", "--size", "125M", "--model", "normformer",
+                      "--world-size", "1"])  # fmt: skip
+    assert ", c10d, 1 GPU, --batch-size 16 x 2048 tokens" in result.stdout
+    assert "  ddp_buckets       0.00 GiB" in result.stdout and ", H100 80GB yes" in result.stdout

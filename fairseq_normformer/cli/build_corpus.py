@@ -47,6 +47,9 @@ def get_parser() -> argparse.ArgumentParser:
                         f"every {HELD_OUT_EVERY}th document is test and the one before it valid (docs/data.md)")
     parser.add_argument("--text-dir", default=None, metavar="DIR",
                         help="lm/bert: as --text, with every file under DIR (sorted by path)")
+    parser.add_argument("--dedup", action="store_true",
+                        help="--text/--text-dir: leave out every document that is an exact copy of an earlier one, "
+                        "before the split")
     group = parser.add_argument_group("translation")
     group.add_argument("--source-lang", default="en",
                        help="source language: en (the msgids are English) or, for X->en, a directory of --locale-dir")
@@ -67,7 +70,22 @@ def summary(out_dir) -> str:
     rows += [f"{s:<6}" + "".join(f"{stats[s][c]:>11,}" for c in columns) for s in SPLITS]
     rows.append(f"SentencePiece vocabulary: {stats['spm_vocab_size']:,}; "
                 f"fairseq dictionary: {stats['dict_size']:,}")  # fmt: skip
-    return "\n".join(rows)
+    return "\n".join(rows + text_overlap(stats))
+
+
+def text_overlap(stats: dict) -> list:
+    """--text corpora: the lines on documents of valid and test that are exact copies of train documents."""
+    lines = []
+    if "duplicates_removed" in stats:
+        removed = stats["duplicates_removed"]
+        lines.append(f"--dedup left out {removed['documents']:,} exact copies of earlier documents "
+                     f"({removed['chars']:,} characters)")  # fmt: skip
+    for split, n in stats.get("held_out_in_train", {}).items():
+        share = n["chars"] / n["of_chars"] if n["of_chars"] else 0
+        lines.append(f"{split} documents also in train (exact copies): {n['documents']:,} of {n['of_documents']:,}, "
+                     f"{n['chars']:,} of {n['of_chars']:,} characters ({share:.1%})"
+                     + ("; --dedup removes them" if n["documents"] and "duplicates_removed" not in stats else ""))
+    return lines
 
 
 def build_task(args):
@@ -107,7 +125,7 @@ def build_own_text(args):
         raise ValueError("--python-docs and --text/--text-dir each name the text: pass one of them")
     return build_text_corpus(args.out, text_files(args.text, args.text_dir), fmt=args.format,
                              vocab_size=args.vocab_size, max_chars=args.max_chars, seed=args.seed,
-                             workers=args.workers)  # fmt: skip
+                             workers=args.workers, dedup=args.dedup)  # fmt: skip
 
 
 def main(argv=None):
@@ -115,6 +133,8 @@ def main(argv=None):
     if (args.text or args.text_dir is not None) and args.format not in FORMATS:
         raise SystemExit(f"normformer-build-corpus: error: --text and --text-dir build the {' and '.join(FORMATS)} "
                          f"formats, not {args.format}")
+    if args.dedup and not (args.text or args.text_dir is not None):
+        raise SystemExit("normformer-build-corpus: error: --dedup applies to your own text (--text, --text-dir)")
     if args.format in TASK_FORMATS:
         return build_task(args)
     reused = (Path(args.out) / MARKER).exists()

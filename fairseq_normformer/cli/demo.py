@@ -4,8 +4,9 @@
 
 1. builds the corpus (``normformer-build-corpus``; reused when already built),
 2. trains both models with the real ``fairseq-train --user-dir <this package>`` for the same number of
-   updates (``--stop-time-hours`` as a safety net), side by side with ``--threads`` threads each,
-3. scores the valid split with ``fairseq-eval-lm`` and prints a table.
+   updates (no wall-clock cap unless ``--stop-time-hours`` sets one), side by side with ``--threads`` threads each,
+3. scores the valid split with ``fairseq-eval-lm`` and prints a table; runs a cap stopped after different
+   updates are compared at the last update both validated at.
 
 Everything lands under --workdir: ``corpus_*/`` and ``runs/<model>-<hash of the command>/`` (checkpoints,
 ``train.log``, ``eval.log``, ``commands.sh``, ``done``: the run-directory convention of docs/recipes.md).
@@ -62,7 +63,8 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-chars", type=int, default=None, help="cap the corpus (default: all of it)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each fairseq process")
     p.add_argument("--jobs", type=int, default=2, help="models trained at the same time")
-    p.add_argument("--stop-time-hours", type=float, default=0.1, help="safety net of each fairseq-train run")
+    p.add_argument("--stop-time-hours", type=float, default=0,
+                   help="wall-clock cap of each fairseq-train run (default: none)")
     return p  # fmt: skip
 
 
@@ -84,7 +86,8 @@ def train_command(run: Run, data_bin: Path, args) -> list:
         "--optimizer", "adam", "--adam-betas", "(0.9, 0.98)", "--weight-decay", "0.01", "--clip-norm", "1.0",
         "--lr", str(run.lr), "--lr-scheduler", "polynomial_decay", "--warmup-updates", str(max(1, updates // 10)),
         "--total-num-update", str(updates), "--max-update", str(updates),
-        "--stop-time-hours", str(args.stop_time_hours), "--batch-size", str(args.batch_size),
+        *(["--stop-time-hours", str(args.stop_time_hours)] if args.stop_time_hours > 0 else []),
+        "--batch-size", str(args.batch_size),
         "--required-batch-size-multiple", "1",  # else fairseq drops a last training batch of < 8 (issue #5036)
         "--seed", "1", "--num-workers", "0", "--log-format", "json", "--log-interval", str(max(1, updates // 12)),
         "--no-epoch-checkpoints",
@@ -208,9 +211,10 @@ def read_logged(read, path):
 
 
 def training_results(run: Run) -> dict:
-    """Parameters and updates from fairseq-train's log."""
+    """Parameters, updates and the valid perplexity of each validation {update: ppl} from fairseq-train's log."""
     train_log = read_logged(read_training_log, run.dir / "train.log")
-    return {"params": train_log.num_params, "updates": train_log.last_update()}
+    validated = {r["num_updates"]: r["ppl"] for r in train_log.valid}
+    return {"params": train_log.num_params, "updates": train_log.last_update(), "validated": validated}
 
 
 def evaluation_results(run: Run) -> dict:
@@ -219,17 +223,31 @@ def evaluation_results(run: Run) -> dict:
     return {"ppl": evaluation["ppl"], "tokens_per_s": evaluation["tokens_per_s"]}
 
 
-def why_not_comparable(runs: list, args):
-    """None when every run trained for the same number of updates; else why their perplexities
-    are not compared (the safety net stopped them at different updates)."""
-    updates = {run.name: run.results["updates"] for run in runs}
-    if len(set(updates.values())) == 1:
+def stopped_after(runs: list, args) -> str:
+    return ", ".join(f"{run.name} after {run.results['updates']}" for run in runs) + f", of {args.updates}"
+
+
+def compared_update(runs: list, args):
+    """None when every run trained for the same number of updates; else the last update all of them
+    validated at (a cap stopped them after different updates). SystemExit when they share none."""
+    if len({run.results["updates"] for run in runs}) == 1:
         return None
-    stopped = ", ".join(f"{name} after {n}" for name, n in updates.items())
-    return (f"no comparison: --stop-time-hours {args.stop_time_hours} stopped the runs after different numbers of "
-            f"updates ({stopped}, of {args.updates}), and perplexities after different amounts of training do not "
-            "compare the models. Run the demo on a less loaded machine, or with a larger --stop-time-hours "
-            f"(new run directories; these stay in {args.workdir / 'runs'}).")
+    common = set.intersection(*(set(run.results["validated"]) for run in runs))
+    if not common:
+        raise SystemExit(f"demo: no comparison: --stop-time-hours {args.stop_time_hours} stopped the runs after "
+                         f"different numbers of updates ({stopped_after(runs, args)}) before any validation they "
+                         f"share; rerun without --stop-time-hours (these runs stay in {args.workdir / 'runs'})")
+    return max(common)
+
+
+def compare_at(runs: list, update: int, args) -> str:
+    """Each run's perplexity and updates set to its validation at ``update``; the note that says so."""
+    stopped = stopped_after(runs, args)
+    for run in runs:
+        run.results.update(updates=update, ppl=run.results["validated"][update])
+    return (f"note: --stop-time-hours {args.stop_time_hours} stopped the runs after different numbers of updates "
+            f"({stopped}); they are compared at update {update}, the last both validated at (fairseq-train's "
+            "valid perplexity there; eval tokens/s of the last checkpoints)")
 
 
 def table(runs: list) -> str:
@@ -274,15 +292,16 @@ def main(argv=None):
         return
     for run in runs:
         run.results = training_results(run)
-    reason = why_not_comparable(runs, args)
-    if reason:
-        raise SystemExit(f"demo: {reason}")
+    update = compared_update(runs, args)
     print("[3/3] fairseq-eval-lm on the valid split")
     for run in runs:
         evaluate(run, corpus.data_bin, args)
         run.results.update(evaluation_results(run))
+    note = compare_at(runs, update, args) if update is not None else None
     print(f"\n{table(runs)}\n")
-    if runs[0].results["updates"] < args.updates:
+    if note:
+        print(note)
+    elif runs[0].results["updates"] < args.updates:
         print(f"note: --stop-time-hours stopped both runs after {runs[0].results['updates']} of {args.updates} "
               "updates; they are compared at that point")
     if not all(math.isfinite(run.results["ppl"]) for run in runs):

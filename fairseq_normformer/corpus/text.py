@@ -6,7 +6,9 @@ joined with single spaces (hard-wrapped text reads as one paragraph). The held-o
 documents 1, 2, 3, ... across the files, every 20th (20, 40, ...) goes to test, the one before it (19,
 39, ...) to valid, the rest to train: 90/5/5 by documents, whole documents only. The corpus is then built
 as the docstring corpus (stdlib.py): 'lm' writes one document a line, 'bert' one sentence a line with an
-empty line between documents; SentencePiece on train; fairseq-preprocess.
+empty line between documents; SentencePiece on train; fairseq-preprocess. ``dedup`` first leaves out every
+document whose text is an exact copy of an earlier one's. The statistics record the documents of valid and
+test whose text is also a train document's (``held_out_in_train``), and how many copies ``dedup`` left out.
 """
 import hashlib
 from pathlib import Path
@@ -71,14 +73,36 @@ def split_text(documents: list, max_chars) -> dict:
     return {split: cap_chars(by_split[split], budget[split]) for split in SPLITS}
 
 
+def chars(documents) -> int:
+    return sum(len(p) for d in documents for p in d.paragraphs)
+
+
+def without_duplicates(documents: list) -> list:
+    """``documents`` less each exact copy of an earlier one (same text), in order."""
+    seen = set()
+    return [d for d in documents if not (tuple(d.paragraphs) in seen or seen.add(tuple(d.paragraphs)))]
+
+
+def held_out_in_train(split: dict) -> dict:
+    """{valid|test: documents and characters whose text is also a train document's, of the split's}."""
+    train = {tuple(d.paragraphs) for d in split["train"]}
+    overlap = {s: [d for d in split[s] if tuple(d.paragraphs) in train] for s in SPLITS if s != "train"}
+    return {s: {"documents": len(copies), "of_documents": len(split[s]), "chars": chars(copies),
+                "of_chars": chars(split[s])} for s, copies in overlap.items()}  # fmt: skip
+
+
 def build_text_corpus(out_dir, files: Sequence, *, fmt="lm", vocab_size=8000, max_chars=None, seed=0,
-                      workers=1) -> CorpusPaths:  # fmt: skip
+                      workers=1, dedup=False) -> CorpusPaths:  # fmt: skip
     """Build (or reuse, with the same files, contents and settings) a corpus of ``files`` in ``out_dir``."""
     check_args(fmt, vocab_size, max_chars, workers)
     texts = {path: read_text(Path(path)) for path in files}
     digest = hashlib.sha256("\0".join(texts.values()).encode()).hexdigest()
     settings = {"format": fmt, "vocab_size": vocab_size, "max_chars": max_chars, "seed": seed,
-                "text": [str(p) for p in texts], "text_sha256": digest}  # fmt: skip
+                "text": [str(p) for p in texts], "text_sha256": digest, **({"dedup": True} if dedup else {})}  # fmt: skip
     documents = [doc for path, text in texts.items() for doc in file_documents(path, text)]
-    split = split_text(documents, max_chars)  # fails before anything is written
-    return build_or_reuse(out_dir, settings, lambda tmp: build_from_documents(tmp, split, settings, workers, "files"))
+    kept = without_duplicates(documents) if dedup else documents
+    split = split_text(kept, max_chars)  # fails before anything is written
+    removed = {"documents": len(documents) - len(kept), "chars": chars(documents) - chars(kept)}
+    extra = {"held_out_in_train": held_out_in_train(split), **({"duplicates_removed": removed} if dedup else {})}
+    return build_or_reuse(out_dir, settings,
+                          lambda tmp: {**build_from_documents(tmp, split, settings, workers, "files"), **extra})

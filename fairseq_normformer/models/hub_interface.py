@@ -10,15 +10,26 @@ only concerns the models of this package: fairseq's own RobertaModel keeps fairs
 ``NormFormerBertHubInterface`` builds what ``mlm_nsp`` trains on (data/nsp_pairs.py):
 ``<s> A </s> B </s>`` (one ``</s>`` between the segments, not RoBERTa's two), its segment ids, and the
 next-sentence prediction.
+
+``load`` is fairseq's ``hub_utils.from_pretrained`` for every ``from_pretrained`` of this package (the LM's and
+the masked LMs'), with one INFO line naming the model, its parameters and its normalization where fairseq's
+logs the whole config, several KB on one line, whose ``decoder_normalize_before: False`` a Pre-LN
+normformer_lm never reads (its layers follow ``--post-ln``).
 """
+import logging
+import os
+
 import numpy as np
 import torch
-from fairseq import utils
+from fairseq import hub_utils, utils
 from fairseq.models.roberta.hub_interface import RobertaHubInterface
 from torch import Tensor
 
 from ..checks import BadInput
+from ..modules.layer_config import LAYER_SWITCHES
 from .normformer_bert import NormFormerBertModel, segment_ids
+
+logger = logging.getLogger(__name__)
 
 MASK = "<mask>"
 
@@ -95,3 +106,23 @@ def hub_interface(cfg, task, model) -> NormFormerRobertaHubInterface:
     """The interface of the loaded model's family (BERT's for normformer_bert and lambert, whichever class loaded it)."""
     family = NormFormerBertHubInterface if isinstance(model, NormFormerBertModel) else NormFormerRobertaHubInterface
     return family(cfg, task, model)
+
+
+def normalization(model_cfg) -> str:
+    """The layers' normalization as the flags set it, e.g. "Pre-LN, layernorm, --scale-attn --scale-fc --scale-heads"."""
+    get = lambda name, default=False: utils.safe_getattr(model_cfg, name, default)  # noqa: E731
+    switches = [op.flag for op in LAYER_SWITCHES if op.field != "post_ln" and get(op.field)]
+    scheme = ["Post-LN" if get("post_ln") else "Pre-LN", str(get("norm_type", "layernorm"))]
+    return ", ".join(scheme + ([" ".join(switches)] if switches else []))
+
+
+def load(model_class, model_name_or_path, checkpoint_file, data_name_or_path, **kwargs) -> dict:
+    """fairseq's hub_utils.from_pretrained, logging one line: the model, its parameters, its normalization."""
+    x = hub_utils.from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path,
+                                  archive_map=model_class.hub_models(), **kwargs)  # fmt: skip
+    model_cfg = x["args"].model
+    arch = utils.safe_getattr(model_cfg, "_name", None) or utils.safe_getattr(model_cfg, "arch", "?")
+    params = sum(p.numel() for p in x["models"][0].parameters())
+    logger.info(f"loaded {arch} from {os.path.join(model_name_or_path, checkpoint_file)}: {params:,} parameters, "
+                f"{normalization(model_cfg)}")  # fmt: skip
+    return x

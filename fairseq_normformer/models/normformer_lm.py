@@ -8,7 +8,7 @@ from the model's own config, not from TransformerConfig, which drops keys it doe
 import logging
 from dataclasses import dataclass, field
 
-from fairseq import options
+from fairseq import hub_utils, options
 from fairseq.dataclass import ChoiceEnum
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
@@ -79,6 +79,15 @@ class NormFormerDecoder(TransformerDecoderBase):
 
 @register_model("normformer_lm", dataclass=NormFormerLanguageModelConfig)
 class NormFormerLanguageModel(TransformerLanguageModel):
+    @classmethod
+    def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
+        """fairseq's GeneratorHubInterface (sample, score), logging one line for the whole config
+        (models/hub_interface.py's load)."""
+        from .hub_interface import load
+
+        x = load(cls, model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
+        return hub_utils.GeneratorHubInterface(x["args"], x["task"], x["models"])
+
     @classmethod
     def build_model(cls, args, task):
         if args.character_embeddings:

@@ -85,11 +85,12 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".",
                         bpe="sentencepiece", **kwargs):  # fmt: skip
         """fairseq's, returning this package's hub interface (models/hub_interface.py: fill_mask fixed,
-        BERT's input layout); the BPE defaults to SentencePiece: pass ``sentencepiece_model=".../spm.model"``."""
-        from .hub_interface import hub_interface
+        BERT's input layout, one log line); the BPE defaults to SentencePiece: pass ``sentencepiece_model=".../spm.model"``."""
+        from .hub_interface import hub_interface, load
 
-        hub = super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, bpe=bpe, **kwargs)
-        return hub_interface(hub.cfg, hub.task, hub.model)
+        x = load(cls, model_name_or_path, checkpoint_file, data_name_or_path, bpe=bpe, load_checkpoint_heads=True,
+                 **kwargs)  # fmt: skip
+        return hub_interface(x["args"], x["task"], x["models"][0])
 
     def upgrade_state_dict_named(self, state_dict, name):
         self.check_checkpoint_weights(state_dict, name + "." if name else "")

@@ -17,6 +17,7 @@ from typing import Optional, Tuple
 import torch
 from torch import nn
 
+from ..checks import BadInput
 from .activation_layer_norm import TorchActivationLayerNorm
 
 logger = logging.getLogger(__name__)
@@ -82,22 +83,22 @@ def resolve_layernorm_impl(impl: str) -> str:
 
 
 def _check_runs_here(impl: str):
-    """A one-line error for an explicit apex or triton that this machine cannot run."""
+    """A one-line error (BadInput) for an explicit apex or triton that this machine cannot run."""
     if impl == "apex" and _apex_layer_norm_cls() is None:
-        raise ValueError(
+        raise BadInput(
             "--layernorm-impl=apex needs NVIDIA apex (built from source, see docs/kernels.md); "
             "note that the PyPI package named 'apex' is an unrelated project"
         )
     if impl == "triton" and not _triton_runnable():
-        raise ValueError("--layernorm-impl=triton needs a CUDA GPU; use --layernorm-impl=torch or auto here")
+        raise BadInput("--layernorm-impl=triton needs a CUDA GPU; use --layernorm-impl=torch or auto here")
     capability_problem = _triton_capability_problem() if impl == "triton" else None
     if capability_problem is not None:
-        raise ValueError(
+        raise BadInput(
             f"--layernorm-impl=triton needs a GPU of CUDA compute capability >= 8.0 (Ampere or newer): "
             f"{capability_problem}; use --layernorm-impl=auto, apex or torch here"
         )
     if impl == "triton" and _triton_kernels() is None:
-        raise ValueError("--layernorm-impl=triton needs the triton package (pip install triton)")
+        raise BadInput("--layernorm-impl=triton needs the triton package (pip install triton)")
 
 
 def _auto_impl() -> Tuple[str, str]:

@@ -28,12 +28,13 @@ def logs(tmp_path_factory):
     """{(recipe, scale): its commands.sh} written by DRY_RUN=1, with no thread settings in the environment."""
     out, found = tmp_path_factory.mktemp("recipes"), {}
     env = {**{k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}, "DRY_RUN": "1",
-           "DATA": "/nonexistent/data-bin", "PAIR": str(out / "pair"), "PY": sys.executable}  # fmt: skip
+           "PAIR": str(out / "pair"), "PY": sys.executable}  # fmt: skip
     for recipe in RECIPES:
         for scale in RECIPE_SCALES.get(recipe, SCALES):
             run_dir = out / f"{recipe}-{scale}"
-            subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", scale, run_dir], env=env, check=True,
-                           capture_output=True)  # fmt: skip
+            data = {"DATA": "/nonexistent/data-bin"} if scale == "paper" else {}  # read at paper scale only
+            subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", scale, run_dir], env={**env, **data},
+                           check=True, capture_output=True)  # fmt: skip
             found[recipe, scale] = run_dir / "commands.sh"
     return found
 
@@ -123,6 +124,21 @@ def test_recipes_refuse_the_scales_they_do_not_have(tmp_path):
                                     env={**os.environ, "DRY_RUN": "1"}, capture_output=True, text=True)  # fmt: skip
             assert result.returncode == 2 and f"usage: " in result.stderr, result.stderr
             assert f"[{'|'.join(scales)}]" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("recipe, scale, line", [
+    ("norm_bench", "tiny", "norm_bench.sh: DATA is set, but this recipe does not read it: unset DATA"),
+    ("table5_ablations", "tiny", "table5_ablations.sh tiny: DATA is read at paper scale only (tiny builds its own "
+                                 "corpus): unset DATA or run paper"),
+    ("tiny_mlm_nsp", "", "tiny_mlm_nsp.sh: DATA is set, but this recipe does not read it: unset DATA"),
+])  # fmt: skip
+def test_recipes_refuse_a_data_they_would_ignore(tmp_path, recipe, scale, line):
+    """Issue 53: DATA=... recipes/norm_bench.sh tiny trained on the built-in corpus without a word."""
+    result = subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", *([scale] if scale else []), tmp_path / "out"],
+                            env={**os.environ, "DRY_RUN": "1", "PY": sys.executable, "DATA": "/my/data-bin"},
+                            capture_output=True, text=True)  # fmt: skip
+    assert (result.returncode, result.stderr) == (2, line + "\n")
+    assert not (tmp_path / "out" / "commands.sh").exists()
 
 
 @pytest.mark.parametrize("lrs, position, widened", [("3e-4 1e-3", "lowest", "1e-4 3e-4 1e-3"),

@@ -15,7 +15,7 @@ MODELS = {"postln": (True, False), "preln": (False, False), "normformer": (False
 
 
 def dry_run(scale, out):
-    env = {**os.environ, "DRY_RUN": "1", "DATA": "/nonexistent/iwslt14", "PY": sys.executable}
+    env = {**os.environ, "DRY_RUN": "1", "PY": sys.executable, **({"DATA": "/nonexistent/iwslt14"} if scale == "paper" else {})}
     subprocess.run(["bash", REPO_ROOT / "recipes" / "xiong_warmup_study.sh", scale, out], env=env, check=True,
                    capture_output=True)  # fmt: skip
     return recorded_commands(out / "commands.sh")

@@ -6,7 +6,11 @@ import sys
 
 from fairseq.data import Dictionary
 
-from fairseq_normformer.cli.demo import Run, get_parser, why_not_comparable
+import pytest
+from fairseq_normformer.analysis.training_log import read_training_log
+from fairseq_normformer.cli.demo import (NORMFORMER_FLAGS, Run, compare_at, compared_update, get_parser, train_command,
+                                         train_side_by_side, training_results, with_run_dir)
+from fairseq_normformer.corpus.stdlib import build_corpus
 from tests.cli.lm_params import expected_params
 from tests.conftest import REPO_ROOT, python_warnings
 
@@ -54,10 +58,42 @@ def test_demo_trains_both_models_then_reuses_them(tmp_path):
 
 
 
-def test_runs_stopped_after_different_updates_are_not_compared(tmp_path):
-    args = get_parser().parse_args(["--workdir", str(tmp_path)])
-    runs = [Run("preln", [], args.lr, results={"updates": 227}), Run("normformer", [], args.lr, results={"updates": 203})]
-    reason = why_not_comparable(runs, args)  # issue 40: 227 and 203 of 600 were compared side by side
-    assert reason.startswith("no comparison") and "preln after 227, normformer after 203, of 600" in reason
+def test_runs_stopped_after_different_updates_are_compared_where_both_validated(tmp_path):
+    """Issue 53: a cap stopped Pre-LN after 568 and NormFormer after 537 of 600, both had validated at 516, and
+    the demo printed no table. Two real runs stopped after different updates: compared at the last update both
+    validated at (the end of epoch 1), on fairseq-train's valid perplexity there."""
+    corpus = build_corpus(tmp_path / "corpus", fmt="lm", vocab_size=200, max_chars=20000)
+    args = get_parser().parse_args(["--workdir", str(tmp_path), *TINY, "--tokens-per-sample", "64",
+                                    "--batch-size", "16"])  # fmt: skip
+    runs = [Run("preln", [], args.lr), Run("normformer", NORMFORMER_FLAGS, args.lr)]
+    for run, updates in zip(runs, (25, 15)):
+        args.updates = updates
+        train_side_by_side([(run, with_run_dir(run, train_command(run, corpus.data_bin, args), tmp_path))], 1)
+        run.results = training_results(run)
+    args.updates = 25
+    assert [run.results["updates"] for run in runs] == [25, 15]
+    epoch_end = read_training_log(runs[1].dir / "train.log").epochs[0]["num_updates"]
+    assert 2 * epoch_end > 15 > epoch_end  # both validated at the end of epoch 1, not later in common
+    update = compared_update(runs, args)
+    assert update == epoch_end
+    logged = [re.search(rf'"valid_ppl": "([\d.]+)".*"valid_num_updates": "{update}"', (run.dir / "train.log").read_text())
+              for run in runs]  # fmt: skip
+    note = compare_at(runs, update, args)
+    assert [(run.results["updates"], run.results["ppl"]) for run in runs] == [(update, float(m[1])) for m in logged]
+    assert f"preln after 25, normformer after 15, of 25); they are compared at update {update}" in note
+
+
+def test_runs_with_no_validation_in_common_are_not_compared(tmp_path):
+    args = get_parser().parse_args(["--workdir", str(tmp_path), "--stop-time-hours", "0.1"])
+    runs = [Run("preln", [], args.lr, results={"updates": 227, "validated": {227: 210.0}}),
+            Run("normformer", [], args.lr, results={"updates": 203, "validated": {203: 230.0}})]  # fmt: skip
+    with pytest.raises(SystemExit, match=r"no comparison: .*\(preln after 227, normformer after 203, of 600\)"):
+        compared_update(runs, args)
     runs[0].results["updates"] = 203
-    assert why_not_comparable(runs, args) is None  # both stopped at the same update: compared there
+    assert compared_update(runs, args) is None  # both stopped at the same update: compared there (eval-lm)
+
+
+def test_make_demo_passes_demo_args_through():
+    dry = subprocess.run(["make", "-n", "demo", "DEMO_ARGS=--updates 7 --lr 1e-3"], cwd=REPO_ROOT,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "-m fairseq_normformer.cli.demo --workdir work/demo --updates 7 --lr 1e-3" in dry

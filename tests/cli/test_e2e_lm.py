@@ -1,6 +1,7 @@
 """End to end through the real console scripts: fairseq-train, fairseq-eval-lm, fairseq-interactive,
 fairseq-generate and fairseq-hydra-train with ``--user-dir`` pointing at this package."""
 import json
+import logging
 import math
 import re
 import shutil
@@ -127,6 +128,23 @@ def test_interactive_samples_continuations_of_raw_text_reproducibly(trained, tin
         assert hypothesis[: len(source)] == source and len(hypothesis) > len(source)
         assert text.startswith(prompt)
     assert detokenized[0] != detokenized[1]  # sampled, not searched: the same prompt twice, two continuations
+
+
+@pytest.mark.parametrize("name, normalization", [("preln", "Pre-LN, layernorm"),
+                                                 ("normformer", "Pre-LN, layernorm, --scale-heads --scale-attn --scale-fc")])
+def test_from_pretrained_logs_one_line_naming_the_model(trained, tiny_lm_corpus, caplog, name, normalization):
+    """Issue 53: fairseq's from_pretrained logged the whole config as one INFO line of several KB, with a
+    decoder_normalize_before: False that a Pre-LN normformer_lm never reads."""
+    _, save_dir = trained[name]
+    with caplog.at_level(logging.INFO):
+        lm = NormFormerLanguageModel.from_pretrained(save_dir, checkpoint_file="checkpoint_last.pt",
+                                                     data_name_or_path=str(tiny_lm_corpus.data_bin))  # fmt: skip
+    params = sum(p.numel() for p in lm.models[0].parameters())
+    assert params == expected_params(vocab_size(tiny_lm_corpus), L, D, F, H, tied=False, normformer=name == "normformer")
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if "decoder_normalize_before" in m]  # no config dump
+    assert [m for m in messages if m.startswith("loaded ")] == [
+        f"loaded normformer_lm from {save_dir / 'checkpoint_last.pt'}: {params:,} parameters, {normalization}"]
 
 
 def test_hub_interface_scores_and_samples(trained, tiny_lm_corpus):

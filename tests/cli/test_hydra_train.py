@@ -20,11 +20,13 @@ STOPPED = re.compile(r"^fairseq-hydra-train: stopped by SIGTERM at update (\d+) 
 TRAIN_INNER = re.compile(r"\]\[train_inner\]\[INFO\] - (\{.*\})")
 
 
-def hydra_command(*overrides) -> list:
-    """The header's command (relative paths), with a few updates, a log line each and no interval save."""
-    return [str(BIN / "fairseq-hydra-train"), "--config-dir", str(REPO_ROOT / "examples/hydra"),
+def hydra_command(*overrides, multirun=False) -> list:
+    """The header's command (relative paths), with a few updates, a log line each and no interval save; with
+    ``multirun`` its -m form, which takes no checkpoint.save_dir."""
+    save = ["--multirun"] if multirun else []
+    return [str(BIN / "fairseq-hydra-train"), *save, "--config-dir", str(REPO_ROOT / "examples/hydra"),
             "--config-name", "normformer_lm_tiny", "task.data=work/corpus/data-bin", f"common.user_dir={REPO_ROOT / 'fairseq_normformer'}",
-            "checkpoint.save_dir=checkpoints/hydra_tiny", f"optimization.max_update={UPDATES}",
+            *([] if multirun else ["checkpoint.save_dir=checkpoints/hydra_tiny"]), f"optimization.max_update={UPDATES}",
             f"lr_scheduler.total_num_update={UPDATES}", "common.log_interval=1", "checkpoint.save_interval_updates=1000",
             *overrides]  # fmt: skip
 
@@ -36,16 +38,16 @@ def user_dir_with_corpus(tmp_path, name, data_bin):
     return where
 
 
-def start(where, *overrides) -> subprocess.Popen:
+def start(where, *overrides, **multirun) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen(hydra_command(*overrides), cwd=where, env=env, text=True, stdout=subprocess.PIPE,
+    return subprocess.Popen(hydra_command(*overrides, **multirun), cwd=where, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)  # fmt: skip
 
 
-def run_to_the_end(tmp_path, name, data_bin, *overrides) -> tuple:
+def run_to_the_end(tmp_path, name, data_bin, *overrides, **multirun) -> tuple:
     """(exit status, stderr, the directory it ran in) of the header's command with ``overrides``."""
     where = user_dir_with_corpus(tmp_path, name, data_bin)
-    run = start(where, *overrides)
+    run = start(where, *overrides, **multirun)
     _, stderr = run.communicate(timeout=300)
     return run.returncode, stderr, where
 
@@ -127,3 +129,36 @@ def test_bad_input_in_the_job_is_one_line_as_fairseq_trains(tiny_lm_corpus, tmp_
         "fairseq-hydra-train: error: --decoder-embed-dim 0: model sizes (dimensions, layers, attention heads) "
         "must be positive\n"
     )
+
+
+def test_a_multirun_over_two_seeds_trains_both_in_their_own_save_dirs(tiny_lm_corpus, tmp_path):
+    """Issue 53: -m common.seed=1,2 shared one save dir (seed 2 resumed seed 1's finished checkpoint_last and
+    trained nothing) and wrote multirun/ where it ran. Job N of hydra.sweep.dir=DIR now saves into DIR/N."""
+    status, stderr, where = run_to_the_end(tmp_path, "seeds", tiny_lm_corpus.data_bin, "common.seed=1,2",
+                                           multirun=True)  # fmt: skip
+    assert status == 2 and stderr.startswith("fairseq-hydra-train: error: a multirun (-m) needs hydra.sweep.dir=DIR")
+    status, stderr, where = run_to_the_end(tmp_path, "seeds_dir", tiny_lm_corpus.data_bin, "common.seed=1,2",
+                                           "hydra.sweep.dir=checkpoints/seeds", multirun=True)  # fmt: skip
+    assert status == 0, stderr[-3000:]
+    assert sorted(path.name for path in where.iterdir()) == ["checkpoints", "work"]  # no multirun/ where it ran
+    sweep = where / "checkpoints" / "seeds"
+    trained = {}
+    for job, seed in ((0, 1), (1, 2)):
+        job_dir = sweep / str(job)
+        assert {"checkpoint_last.pt", "checkpoint_best.pt"} <= {path.name for path in job_dir.iterdir()}
+        state = torch.load(job_dir / "checkpoint_last.pt", map_location="cpu", weights_only=False)
+        assert state["cfg"]["common"]["seed"] == seed and state["cfg"]["checkpoint"]["save_dir"] == str(job_dir)
+        trained[seed] = losses((job_dir / "hydra_train.log").read_text())
+        assert sorted(trained[seed]) == list(range(1, UPDATES + 1))  # every update trained, none resumed
+    assert trained[1] != trained[2]  # two seeds, two trainings
+
+
+def test_a_multirun_with_one_save_dir_for_every_job_is_refused(tiny_lm_corpus, tmp_path):
+    status, stderr, where = run_to_the_end(tmp_path, "shared", tiny_lm_corpus.data_bin, "common.seed=1,2",
+                                           "checkpoint.save_dir=checkpoints/seeds", multirun=True)  # fmt: skip
+    assert status == 2 and stderr == (
+        "fairseq-hydra-train: error: checkpoint.save_dir=checkpoints/seeds in a multirun: every job would save there, "
+        "and each after the first would resume the first's finished checkpoint_last.pt and train nothing; give "
+        "hydra.sweep.dir=checkpoints/seeds instead (job N saves into checkpoints/seeds/N, docs/hydra.md)\n"
+    )
+    assert sorted(path.name for path in where.iterdir()) == ["work"]  # refused before anything was written

@@ -72,6 +72,7 @@ def test_bert_format_is_a_sentence_a_line_and_a_blank_line_between_documents(own
     (["--text", "latin1.txt"], "latin1.txt is not UTF-8 text"),
     (["--text", "few.txt", "--format", "swag"], "--text and --text-dir build the lm and bert formats"),
     (["--text", "few.txt", "--python-docs"], "pass one of them"),
+    (["--dedup"], "--dedup applies to your own text"),
 ])  # fmt: skip
 def test_bad_text_is_named_and_nothing_is_written(tmp_path, monkeypatch, args, message):
     monkeypatch.chdir(tmp_path)
@@ -80,3 +81,28 @@ def test_bad_text_is_named_and_nothing_is_written(tmp_path, monkeypatch, args, m
     with pytest.raises(SystemExit, match=message):
         build_corpus_cli.main([*args, "--out", "out"])
     assert not (tmp_path / "out").exists()
+
+
+def test_held_out_copies_of_train_documents_are_reported_and_dedup_removes_them(own_text, tmp_path, capsys):
+    """Issue 53: on licence texts 41% of valid's documents were word-for-word copies of train's, unreported."""
+    _, paragraphs = own_text
+    documents = paragraphs[:40]
+    documents[18], documents[38], documents[19] = documents[0], documents[1], documents[2]  # valid, valid, test
+    path = tmp_path / "copies.txt"
+    path.write_text("".join(d + "\n\n" for d in documents), encoding="utf-8")
+    build_corpus_cli.main(["--text", str(path), "--out", str(tmp_path / "kept"), "--vocab-size", "300"])
+    out = capsys.readouterr().out
+    valid, test = len(documents[0]) + len(documents[1]), len(documents[2]) + len(documents[39])
+    assert f"valid documents also in train (exact copies): 2 of 2, {valid:,} of {valid:,} characters (100.0%)" in out
+    assert (f"test documents also in train (exact copies): 1 of 2, {len(documents[2]):,} of {test:,} characters "
+            f"({len(documents[2]) / test:.1%}); --dedup removes them") in out  # fmt: skip
+
+    build_corpus_cli.main(["--text", str(path), "--out", str(tmp_path / "dedup"), "--vocab-size", "300", "--dedup"])
+    out = capsys.readouterr().out
+    removed = len(documents[0]) + len(documents[1]) + len(documents[2])
+    assert f"--dedup left out 3 exact copies of earlier documents ({removed:,} characters)" in out
+    assert "valid documents also in train (exact copies): 0 of 1," in out  # 37 documents: the 19th is valid
+    assert "test documents also in train (exact copies): 0 of 1," in out
+    raw = tmp_path / "dedup" / "raw"
+    lines = [lines_of(raw / f"{split}.txt") for split in ("train", "valid", "test")]
+    assert sorted(sum(lines, [])) == sorted(set(documents)) and len(set(documents)) == 37

@@ -65,7 +65,7 @@ def train_lines(text):
 
 
 def recipe_dry_run(recipe, out, **env):
-    env = {**os.environ, **PY, "DRY_RUN": "1", "DATA": "/data", "DATA_BIN": "/data", "SPM_MODEL": "/spm",
+    env = {**os.environ, **PY, "DRY_RUN": "1", "DATA_BIN": "/data", "SPM_MODEL": "/spm",
            "TASK_DIR": "/tasks", **env}  # fmt: skip
     result = subprocess.run(["bash", REPO_ROOT / "recipes" / f"{recipe}.sh", "paper", out], env=env,
                             capture_output=True, text=True)  # fmt: skip
@@ -87,7 +87,7 @@ def test_tables_1_and_6_and_the_launch_scripts_print_the_modules_settings(tmp_pa
     """Every (size, model) of Tables 1 and 6; the launch script of each size (sbatch for 0.5M tokens per
     update, torchrun for 1M) with one model, the baseline and NormFormer in turn."""
     world = 16
-    table6 = recipe_dry_run("table6_sizes", tmp_path / "t6", WORLD_SIZE=str(world))
+    table6 = recipe_dry_run("table6_sizes", tmp_path / "t6", WORLD_SIZE=str(world), DATA="/data")
     table1 = recipe_dry_run("table1_zero_shot", tmp_path / "t1", WORLD_SIZE=str(world))
     sizes = [(size, model) for size in paper.TABLES["6"]["sizes"] for model in paper.MODELS]
     assert len(table6) == len(table1) == len(sizes)
