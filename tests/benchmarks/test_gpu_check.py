@@ -2,6 +2,7 @@
 the formula, the MFU and bandwidth arithmetic, a real pytest junit report read back, the stage records, the CUDA
 tests collected and skipped here, and scripts/gpu/run.sh --dry-run end to end (the install into a --target
 folder with a wheel built here, two stages)."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -107,6 +108,7 @@ PROBE_FILES = {  # a wheel's files as installed: a module, a .pth file that mark
     "gpu_check_probe-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: gpu-check-probe\nVersion: 1.0\n",
     "gpu_check_probe-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     "gpu_check_probe-1.0.dist-info/entry_points.txt": "[console_scripts]\ngpu-check-probe = gpu_check_probe:main\n",
+    "gpu_check_probe-1.0.data/scripts/probe-data-script": "#!/bin/sh\n",  # pip puts it in bin/; unpacking leaves it out
 }
 
 
@@ -143,3 +145,18 @@ def test_run_sh_dry_run_installs_the_wheels_and_writes_each_stage(tmp_path):
     assert results["tests"] == results["skipped"] > 0 and results["failed"] == []
     assert records["kernels"]["skipped"] and sorted(p.name for p in out.glob("*.log")) == [
         "cuda_tests.log", "cuda_tests_pytest.log", "install.log", "kernels.log", "run.log"]
+
+
+def test_site_dir_unpacks_wheels_where_the_host_has_no_pip(tmp_path):
+    spec = importlib.util.spec_from_file_location("site_dir", REPO_ROOT / "scripts" / "gpu" / "site_dir.py")
+    site_dir = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(site_dir)
+    site, bin_dir = tmp_path / "site", tmp_path / "bin"
+    site.mkdir()
+    site_dir.main(site, bin_dir, list(probe_wheel(tmp_path).iterdir()))
+    assert sorted(p.name for p in site.iterdir()) == [
+        "gpu_check_probe-1.0.dist-info", "gpu_check_probe.pth", "gpu_check_probe.py", "sitecustomize.py"]
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    ran = subprocess.run([bin_dir / "gpu-check-probe"], env=env, capture_output=True, text=True, check=True)
+    assert ran.stdout == "probe ran\n"
+    assert site_dir.project_scripts()["normformer-export-hf"] == "fairseq_normformer.cli.export_hf:main"
