@@ -193,13 +193,14 @@ def bench_corpus(work: Path):
     return build_corpus(work / "bench" / "corpus", fmt="lm", vocab_size=8000, max_chars=2_000_000)
 
 
-def tiny_lm_args(data_bin: Path, updates: int) -> list:
+def tiny_lm_args(data_bin: Path, updates: int, save_dir: Path) -> list:
+    """--no-save, but fairseq-train still creates the --save-dir (its default: ./checkpoints)."""
     return [data_bin, "--user-dir", REPO_ROOT / "fairseq_normformer", "--task", "language_modeling",
             "--arch", "normformer_lm", "--scale-attn", "--scale-fc", "--scale-heads", "--decoder-layers", "2",
             "--decoder-embed-dim", "64", "--decoder-ffn-embed-dim", "256", "--decoder-attention-heads", "4",
             "--tokens-per-sample", "64", "--batch-size", "16", "--optimizer", "adam", "--lr", "3e-3",
             "--max-update", updates, "--log-format", "json", "--log-interval", "1", "--no-save",
-            "--disable-validation", "--num-workers", "0", "--seed", "1"]  # fmt: skip
+            "--disable-validation", "--num-workers", "0", "--seed", "1", "--save-dir", save_dir]  # fmt: skip
 
 
 def environment(out: Path, work: Path, record: dict, dry_run: bool):
@@ -214,7 +215,7 @@ def environment(out: Path, work: Path, record: dict, dry_run: bool):
     record["fix_targets"] = fix_report()
     write_record(out, record)
     updates = 3 if dry_run else 10
-    args = tiny_lm_args(tiny_corpus(work).data_bin, updates) + device_flags(dry_run)
+    args = tiny_lm_args(tiny_corpus(work).data_bin, updates, work / "checkpoints") + device_flags(dry_run)
     run = fairseq_train(args, out / "environment_train.log")
     losses = [r["loss"] for r in run["train"]]
     record["tiny_train"] = {"device": "cpu" if dry_run else "cuda (--fp16)", "losses": losses,
@@ -296,14 +297,14 @@ DRY_RUN_SHAPE = ["--decoder-layers", "2", "--decoder-embed-dim", "64", "--decode
 TARGETS = {"step_time_over_preln": 1.02, "mfu": 0.40, "peak_over_plan": 0.10, "triton_share_of_copy": 0.80}  # issue 48
 
 
-def speed_args(arch: str, flags: list, data: Path, batch: int, updates: int, dry_run: bool) -> list:
+def speed_args(arch: str, flags: list, data: Path, batch: int, updates: int, dry_run: bool, save_dir: Path) -> list:
     from fairseq_normformer import paper
 
     return [data, "--user-dir", REPO_ROOT / "fairseq_normformer", "--task", "language_modeling", "--arch", arch,
             *flags, "--tokens-per-sample", SEQ_LEN, "--sample-break-mode", "none", "--batch-size", batch,
             *device_flags(dry_run), *paper.optimizer_args(), "--lr", "6e-4", "--max-update", updates,
-            "--log-format", "json", "--log-interval", "1", "--no-save", "--disable-validation", "--num-workers", "2",
-            "--seed", "1"]  # fmt: skip
+            "--log-format", "json", "--log-interval", "1", "--no-save", "--save-dir", save_dir, "--disable-validation",
+            "--num-workers", "2", "--seed", "1"]  # fmt: skip
 
 
 def step_seconds(train_records: list, warmup: int) -> list:
@@ -402,7 +403,7 @@ def speed_125m(out: Path, work: Path, record: dict, dry_run: bool):
     for r in range(rounds):
         for name in names if r % 2 == 0 else names[::-1]:
             _, arch, model_flags, kernel_flags = SPEED_VARIANTS[name]
-            args = speed_args(arch, shape + model_flags + kernel_flags, data, batch, updates, dry_run)
+            args = speed_args(arch, shape + model_flags + kernel_flags, data, batch, updates, dry_run, work / "checkpoints")
             run = fairseq_train(args, out / f"speed_125m_{name}_{r + 1}.log")
             runs[name].append({"step_seconds": step_seconds(run["train"], warmup), "loss": [x["loss"] for x in run["train"]],
                                "tokens_per_step": batch * SEQ_LEN, "peak_cuda_bytes": run["peak_cuda_bytes"],
