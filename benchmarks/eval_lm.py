@@ -1,7 +1,6 @@
 """fairseq-eval-lm throughput of the variants, from checkpoints that fairseq-train itself writes."""
 import logging
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq_cli import eval_lm
 
 from fairseq_normformer.analysis.training_log import read_eval_lm_speed
+from fairseq_normformer.cli import script
 
 from .measure import rotations
 from .variants import Setup, Variant, layer_operations
@@ -27,7 +27,7 @@ def train_one_update(variant: Variant, setup: Setup, data_dir: Path, save_dir: P
     """A checkpoint of ``variant`` written by fairseq-train itself (one update), from scratch: a
     checkpoint an earlier run left in ``save_dir`` is removed first (fairseq-train would resume it)."""
     (save_dir / "checkpoint_last.pt").unlink(missing_ok=True)
-    cmd = [str(Path(sys.executable).parent / "fairseq-train")] + [str(a) for a in [
+    cmd = [script("fairseq-train")] + [str(a) for a in [
         data_dir, "--user-dir", USER_DIR, "--task", "language_modeling", "--arch", setup.arch(variant),
         *setup.shape_flags, *variant.flags, "--tokens-per-sample", setup.seq_len, "--max-tokens", 2048,
         "--max-update", 1, "--optimizer", "adam", "--lr", "1e-4", "--save-dir", save_dir, "--num-workers", 0,

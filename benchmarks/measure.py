@@ -136,7 +136,8 @@ def _name(dtype: torch.dtype) -> str:
 
 
 def layer_norm_kernel_timings(rows: int = 16384) -> list:
-    """[{dtype, width, pass, torch_ms, triton_ms}] from triton.testing.do_bench (median of its runs)."""
+    """[{dtype, width, pass, torch_ms, triton_ms, copy_ms}] from triton.testing.do_bench (median of its runs);
+    copy_ms: a copy of the same tensor, the bandwidth the kernels are compared with (scripts/gpu, docs/gpu.md)."""
     from triton.testing import do_bench
 
     from fairseq_normformer.kernels.triton_layer_norm import layer_norm
@@ -148,13 +149,15 @@ def layer_norm_kernel_timings(rows: int = 16384) -> list:
             w = torch.randn(width, device="cuda", dtype=dtype, requires_grad=True)
             b = torch.randn(width, device="cuda", dtype=dtype, requires_grad=True)
             dy = torch.randn_like(x)
+            copy, source = torch.empty_like(x), x.detach()
+            copy_ms = do_bench(lambda: copy.copy_(source))
             impls = {"torch": lambda: F.layer_norm(x, (width,), w, b), "triton": lambda: layer_norm(x, w, b)}
             passes = {"forward": lambda f: f(), "fwd+bwd": lambda f: torch.autograd.grad(f(), (x, w, b), dy)}
             for name, run in passes.items():
                 ms = {impl: do_bench(lambda: run(fn)) for impl, fn in impls.items()}
                 dtype_name = _name(dtype)
                 results.append({"dtype": dtype_name, "width": width, "pass": name, "rows": rows,
-                                "torch_ms": ms["torch"], "triton_ms": ms["triton"]})  # fmt: skip
+                                "torch_ms": ms["torch"], "triton_ms": ms["triton"], "copy_ms": copy_ms})  # fmt: skip
     return results
 
 

@@ -258,7 +258,9 @@ def not_run_section(device: str, targets: list, source: str) -> str:
         f"### {device.upper()}: not run (no `{source}`)",
         "",
         f"`python -m benchmarks measure --device {device}` on a host with this device writes `{source}` and "
-        "replaces this section.",
+        "replaces this section."
+        + (" The GPU check (docs/gpu.md: `bash scripts/gpu/run.sh OUT_DIR`, prepared for one call on a lent GPU) "
+           "runs it among its stages." if device == "cuda" else ""),
         "",
         "| variant | model | what it is for |",
         "|---|---|---|",

@@ -5,13 +5,13 @@ import pickle
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from filelock import FileLock  # a requirement of torch
 
+from fairseq_normformer.cli import script
 from fairseq_normformer.corpus.gettext import build_translation_corpus
 from fairseq_normformer.corpus.stdlib import build_corpus
 from fairseq_normformer.runs.run_dir import is_setting
@@ -39,11 +39,21 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` are skipped without a CUDA device (scripts/gpu/run.sh runs them on a GPU host)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (docs/gpu.md)")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(skip)
+
+
 def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None) -> subprocess.CompletedProcess:
     """Run the console script ``args[0]`` of this Python's environment (e.g. ``.venv/bin/fairseq-train``)
     and return the finished process; raise with its stdout and stderr when it fails. ``env`` adds to
     (or overrides) the current environment; ``input`` is fed to stdin."""
-    cmd = [str(Path(sys.executable).parent / args[0])] + [str(a) for a in args[1:]]
+    cmd = [script(args[0])] + [str(a) for a in args[1:]]
     env = {**os.environ, **(env or {})}
     result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, input=input)
     if result.returncode != 0:

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..analysis.training_log import message, parse_progress, read_eval_lm, read_training_log
 from ..corpus.stdlib import build_corpus
 from ..runs.run_dir import dry_run, is_done, log_command, mark_done
+from . import script
 from .build_corpus import summary
 from .user_dir import user_dir
 
@@ -66,11 +67,6 @@ def get_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-time-hours", type=float, default=0,
                    help="wall-clock cap of each fairseq-train run (default: none)")
     return p  # fmt: skip
-
-
-def script(name: str) -> str:
-    """A console script of this Python's environment (fairseq-train, fairseq-eval-lm)."""
-    return str(Path(sys.executable).parent / name)
 
 
 def train_command(run: Run, data_bin: Path, args) -> list:

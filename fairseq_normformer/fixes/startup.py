@@ -133,7 +133,8 @@ def pth_line(hook_path: str) -> str:
 
 
 if __name__ == "__main__":
-    site_packages = sysconfig.get_paths()["purelib"]
+    # the environment's site-packages, or a site directory given (scripts/gpu/run.sh: its --target folder)
+    site_packages = sys.argv[1] if len(sys.argv) > 1 else sysconfig.get_paths()["purelib"]
     for old in OLD_PTH_NAMES:
         if os.path.exists(os.path.join(site_packages, old)):
             os.remove(os.path.join(site_packages, old))

@@ -2,15 +2,16 @@
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from fairseq_normformer.cli import script
+
 from ..conftest import USER_DIR, python_warnings
 
-BIN = Path(sys.executable).parent
+BIN = Path(script("fairseq-train")).parent
 UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
 SHARDED = ["--distributed-world-size", "2", "--distributed-backend", "gloo", "--ddp-backend", "fully_sharded"]
