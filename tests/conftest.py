@@ -1,19 +1,29 @@
 """Shared fixtures: tiny standard-library and gettext corpora and a tiny pre-trained BERT checkpoint
 (built once per session), ``run_cli`` and the tiny masked-LM settings (``TINY``, ``TRAIN``, ``pretrain``)."""
+import contextlib
+import io
+import logging
 import os
 import pickle
 import re
 import shlex
+import signal
 import subprocess
+import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 import torch
 from filelock import FileLock  # a requirement of torch
 
+from fairseq import checkpoint_utils
+from fairseq.logging import progress_bar
+
 from fairseq_normformer.cli import script
 from fairseq_normformer.corpus.gettext import build_translation_corpus
 from fairseq_normformer.corpus.stdlib import build_corpus
+from fairseq_normformer.fixes import batch_prefetch
 from fairseq_normformer.runs.run_dir import is_setting
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -49,19 +59,84 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None) -> subprocess.CompletedProcess:
+def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None, process=False) -> subprocess.CompletedProcess:
     """Run the console script ``args[0]`` of this Python's environment (e.g. ``.venv/bin/fairseq-train``)
-    and return the finished process; raise with its stdout and stderr when it fails. ``env`` adds to
-    (or overrides) the current environment; ``input`` is fed to stdin."""
-    cmd = [script(args[0])] + [str(a) for a in args[1:]]
-    env = {**os.environ, **(env or {})}
-    result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env, input=input)
+    and return its exit status, stdout and stderr; raise with them when it fails. ``env`` adds to (or
+    overrides) the environment; ``input`` is fed to stdin. A Python console script runs in this process
+    (``in_process``: no second start-up of torch and fairseq); ``process=True`` starts a real one, for a
+    test about the process itself (its warnings, its start-up) or one that needs ``timeout``."""
+    function = console_script(args[0]) if not process else None
+    if function is None:
+        cmd = [script(args[0])] + [str(a) for a in args[1:]]
+        result = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                                env={**os.environ, **(env or {})}, input=input)  # fmt: skip
+    else:
+        result = in_process(function, [str(a) for a in args], cwd, env or {}, input)
     if result.returncode != 0:
         raise AssertionError(
-            f"{' '.join(cmd)} exited with {result.returncode}\n"
+            f"{' '.join(result.args)} exited with {result.returncode}\n"
             f"--- stdout ---\n{result.stdout[-8000:]}\n--- stderr ---\n{result.stderr[-8000:]}"
         )
     return result
+
+
+def console_script(name: str):
+    """The function of this environment's console script ``name`` (its entry point), or None."""
+    found = [ep for ep in entry_points(group="console_scripts") if ep.name == name]
+    return found[0].load() if found else None
+
+
+LOG_FORMAT = logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S")
+
+
+def in_process(main, argv, cwd, env, input) -> subprocess.CompletedProcess:
+    """``main()``, a console script's function, as a new process would run it: sys.argv, the environment, the working directory and stdin
+    set, stdout and stderr captured, the log at INFO on stdout in fairseq's CLI format; all set back after,
+    and the signal handlers the run installs (save-on-signal) too."""
+    out, err = io.StringIO(), io.StringIO()
+    log = logging.StreamHandler(out)
+    log.setFormatter(LOG_FORMAT)
+    root, saved_argv, saved_env = logging.getLogger(), sys.argv, dict(os.environ)
+    saved_log, saved_stdin = (root.handlers[:], root.level), sys.stdin
+    saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)}
+    sys.argv, sys.stdin = argv, io.StringIO(input or "")
+    os.environ.update(env)
+    try:
+        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            root.handlers = [log]
+            root.setLevel(logging.INFO)
+            try:
+                status = main() or 0
+            except SystemExit as exit:
+                status = exit_status(exit.code)
+    finally:
+        forget_the_run()
+        sys.argv, sys.stdin = saved_argv, saved_stdin
+        os.environ.clear()
+        os.environ.update(saved_env)
+        root.handlers = saved_log[0]
+        root.setLevel(saved_log[1])
+        for number, handler in saved_signals.items():
+            signal.signal(number, handler)
+    return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
+
+
+def exit_status(code) -> int:
+    """The exit status of ``sys.exit(code)``, as the interpreter sets it: a message goes to stderr, status 1."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
+def forget_the_run() -> None:
+    """What a new process would not inherit from a run that ended: what its exit does (atexit: fairseq's
+    tensorboard writers closed, and forgotten, since fairseq keys them by subset alone; batch prefetching
+    stopped) and fairseq's best validation loss so far (on ``save_checkpoint.best``)."""
+    progress_bar._close_writers()
+    progress_bar._tensorboard_writers.clear()
+    vars(checkpoint_utils.save_checkpoint).pop("best", None)
+    batch_prefetch.stop_running_consumers()
 
 
 def recorded_command(line: str) -> tuple:

@@ -57,8 +57,9 @@ def train_args(data_bin, save_dir, *flags, user_dir=USER_DIR):
 
 
 def cli(args, **kwargs):
-    """run_cli with one torch thread: tiny models gain nothing from more, and two runs can share two cores."""
-    return run_cli(args, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, **kwargs)
+    """run_cli in a real process (these tests are about the console scripts: their warnings, logging and start-up),
+    with one torch thread: tiny models gain nothing from more, and two runs can share two cores."""
+    return run_cli(args, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, process=True, **kwargs)
 
 
 def run_side_by_side(*arg_lists) -> list:

@@ -1,0 +1,33 @@
+"""run_cli runs a console script in the test's process (tests/conftest.py in_process): what it prints is what
+a real process prints, and a second run inherits nothing of the first (best loss, tensorboard writers)."""
+import re
+
+from tests.conftest import TINY, TRAIN, USER_DIR, run_cli
+
+LOGGED = re.compile(r"\| (?:train_inner|valid|train) \| .*")  # the training's numbers, not its times
+NUMBERS = re.compile(r"\b(?:loss|ppl|best_loss|num_updates|lr|gnorm|mlm_loss|nsp_loss|nsp_acc)[ =][-\d.]+")
+
+
+def train(data_bin, save_dir, process, updates=4):
+    """A tiny BERT validated and saved every 2 updates (the second validation logs the best loss so far)."""
+    args = ["fairseq-train", data_bin, "--user-dir", USER_DIR, "--task", "mlm_nsp", "--criterion", "mlm_nsp",
+            "--arch", "normformer_bert_base", *TINY, "--tokens-per-sample", "64", *TRAIN, "--max-update", updates,
+            "--validate-interval-updates", "2", "--save-interval-updates", "2", "--save-dir", save_dir,
+            "--no-epoch-checkpoints", "--tensorboard-logdir", save_dir / "tb"]  # fmt: skip
+    return run_cli(args, process=process).stdout
+
+
+def logged_numbers(stdout: str) -> list:
+    return [NUMBERS.findall(line) for line in LOGGED.findall(stdout)]
+
+
+def test_in_process_prints_the_numbers_of_a_real_process_and_a_second_run_starts_afresh(tiny_bert_corpus, tmp_path):
+    data = tiny_bert_corpus.data_bin
+    real = logged_numbers(train(data, tmp_path / "process", process=True))
+    longer = logged_numbers(train(data, tmp_path / "longer", process=False, updates=8))  # reaches a lower loss
+    again = logged_numbers(train(data, tmp_path / "again", process=False))
+    assert any(n.startswith("best_loss") for numbers in real for n in numbers)
+    assert longer[: len(real) - 1] == real[:-1]  # the same numbers until the real run's end
+    assert again == real  # not the longer run's best loss
+    for name in ("process", "longer", "again"):  # each run's own tensorboard logs, closed (readable)
+        assert {p.parent.name for p in (tmp_path / name / "tb").rglob("events.out.tfevents.*")} >= {"train", "valid"}
