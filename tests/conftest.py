@@ -90,9 +90,9 @@ LOG_FORMAT = logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(messa
 
 
 def in_process(main, argv, cwd, env, input) -> subprocess.CompletedProcess:
-    """``main()``, a console script's function, as a new process would run it: sys.argv, the environment, the working directory and stdin
-    set, stdout and stderr captured, the log at INFO on stdout in fairseq's CLI format; all set back after,
-    and the signal handlers the run installs (save-on-signal) too."""
+    """``main()``, a console script's function, as a new process would run it: sys.argv, the environment, the
+    working directory and stdin set, stdout and stderr captured, the log at INFO on stdout in fairseq's CLI
+    format; all set back after, and the signal handlers the run installs (save-on-signal) too."""
     out, err = io.StringIO(), io.StringIO()
     log = logging.StreamHandler(out)
     log.setFormatter(LOG_FORMAT)
