@@ -11,7 +11,7 @@ DEMO_ARGS ?=
 # Test processes: one per core; a file's tests stay in one process (module fixtures are built once).
 PYTEST_WORKERS ?= 2
 
-.PHONY: install demo test bench clean-demo
+.PHONY: install demo test test-fast bench clean-demo
 
 $(STAMP):
 	@test -x $(PY) || python3 -m venv --system-site-packages $(VENV)
@@ -25,6 +25,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
+
+# The edit loop's tier: every module's unit tests and an end-to-end run of each console script, without the
+# tests marked slow (multi-process, recipes, long end-to-end runs). make test (and CI) runs everything.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" tests $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks measure

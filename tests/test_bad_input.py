@@ -132,6 +132,7 @@ def test_switches_that_cannot_work_on_cpu(switches, message, tiny_lm_corpus, tmp
 
 
 @pytest.mark.parametrize("edit", [swap_first_two, add_symbol])
+@pytest.mark.slow
 def test_resume_with_another_dictionary(edit, save_dir, tiny_lm_corpus, tmp_path, monkeypatch):
     other = data_dir_with_dictionary(tiny_lm_corpus.data_bin, tmp_path / "other-data", edit)
     before = snapshot(save_dir)
@@ -262,6 +263,7 @@ def test_missing_restore_file_to_fine_tune_from(save_dir, tiny_lm_corpus, tmp_pa
     fails_and_changes_nothing(train.cli_main, args, message, [save_dir], monkeypatch)
 
 
+@pytest.mark.slow
 def test_missing_restore_file_alone_trains_from_scratch_as_fairseq(tiny_lm_corpus, tmp_path):
     """fairseq's own tests (TestActivationCheckpointing) name a missing x.pt to start afresh: kept, with a line."""
     missing = tmp_path / "x.pt"
@@ -302,6 +304,7 @@ def pretrained_bert(tiny_bert_corpus, tmp_path_factory):
     ],
     ids=["checkpoint-without", "model-without", "resumed-with-adam-state"],
 )
+@pytest.mark.slow
 def test_embedding_layernorm_mismatch_is_one_line_naming_the_flag(pretrained, resumed, flag, pretrained_bert, tiny_bert_corpus,
                                                                 tmp_path):
     """The BERT presets keep BERT's embedding LayerNorm: a checkpoint pre-trained without one (as they were

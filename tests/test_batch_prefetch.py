@@ -1,6 +1,7 @@
 """fixes/batch_prefetch.py: a process that stops reading its batches early exits cleanly, with fairseq's
 loading thread stopped and joined at exit (fairseq's own thread aborts such a process now and then:
 'terminate called without an active exception', exit code 134)."""
+import pytest
 import subprocess
 import sys
 
@@ -34,6 +35,7 @@ def stop_early(fixed: bool) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env={"OMP_NUM_THREADS": "1"})
 
 
+@pytest.mark.slow
 def test_a_process_that_stops_reading_batches_early_exits_cleanly():
     for _ in range(2):
         run = stop_early(fixed=True)

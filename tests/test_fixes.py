@@ -90,6 +90,7 @@ def checkpoints_by_switch(tiny_lm_corpus, tmp_path_factory):
     return checkpoints
 
 
+@pytest.mark.slow
 def test_checks_off_writes_checkpoints_as_fairseq_does(checkpoints_by_switch):
     states = {name: torch.load(path, map_location="cpu") for name, path in checkpoints_by_switch.items()}
     extra = {name: set(state["extra_state"]) for name, state in states.items()}

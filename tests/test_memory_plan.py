@@ -183,11 +183,13 @@ def assert_plan_matches(measured_per_rank, variant):
 
 
 @pytest.mark.parametrize("variant", DDP_VARIANTS)
+@pytest.mark.slow
 def test_per_rank_bytes_match_a_real_two_process_run(measured_ddp, variant):
     assert_plan_matches(measured_ddp, variant)
 
 
 @pytest.mark.parametrize("variant", [name for name in VARIANTS if name not in DDP_VARIANTS])
+@pytest.mark.slow
 def test_fsdp_halves_the_bytes_per_rank(measured_fsdp, variant):
     assert_plan_matches(measured_fsdp, variant)
 

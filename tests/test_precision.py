@@ -10,6 +10,8 @@ from fairseq_normformer.modules.layer_norm import LayerNorm, resolve_layernorm_i
 
 from .distributed.fairseq_runs import logged_updates, model_weights, tiny_lm_args, train
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 
 def is_bfloat16(weight: torch.Tensor) -> bool:
     return torch.equal(weight.to(torch.bfloat16).float(), weight.float())

@@ -24,6 +24,8 @@ from .distributed.fairseq_runs import (
     train,
 )
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 # Where a kill lands, found from the line fairseq-train has just printed (then a random delay):
 KILL_POINTS = {
     "training": lambda line, update: f'"num_updates": "{update}"' in line,  # in the next update or save

@@ -121,6 +121,7 @@ def test_gamma_of_a_baseline_is_a_clear_error(runs):
         analyze(["gamma", str(runs / "ckpt_baseline" / "checkpoint_last.pt"), "--out-dir", str(runs / "g")])
 
 
+@pytest.mark.slow
 def test_lr_stability_run_stops_at_the_first_overflow(tiny_lm_corpus, tmp_path):
     """Through the console script, which runs fairseq-train."""
     peak, warmup = 5.0, 40

@@ -11,6 +11,8 @@ from fairseq import options
 from fairseq_normformer.paper import BERT
 from tests.conftest import REPO_ROOT, recorded_commands
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 ENV = {"DRY_RUN": "1", "GLUE_DIR": "/d/glue", "SPM_MODEL": "/d/spm.model", "PY": sys.executable}
 
 

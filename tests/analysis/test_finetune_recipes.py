@@ -1,6 +1,7 @@
 """The fine-tuning recipes' commands (DRY_RUN=1): every fairseq-train command parses with fairseq's
 parser and carries BERT's fine-tuning settings (recipes/bert_finetune.sh), and the tiny recipe's
 pre-trained and from-scratch runs differ only in the checkpoint they start from."""
+import pytest
 import os
 import subprocess
 import sys
@@ -8,6 +9,8 @@ import sys
 from fairseq import options
 
 from tests.conftest import REPO_ROOT, recorded_commands
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
 # task: lr, batch size, epochs, training examples (BERT §4.2-4.4, Appendix A.3)
 BERT = {"squad1": (5e-5, 32, 3, 87_599), "squad2": (5e-5, 48, 2, 130_319), "conll": (5e-5, 32, 3, 14_041),

@@ -21,6 +21,8 @@ from fairseq_normformer.cli.analyze import build_parser
 from fairseq_normformer.cli.analyze import main as analyze
 from tests.conftest import REPO_ROOT, pretrain, recorded_commands
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 
 def raw_counts(corpus, split: str, dictionary: Dictionary) -> Counter:
     """Piece ids of a split's raw text: SentencePiece, then the fairseq dictionary (no binarized data)."""

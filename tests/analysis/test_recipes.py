@@ -14,6 +14,8 @@ from fairseq_normformer.runs.run_dir import THREAD_VARIABLES
 from tests.conftest import REPO_ROOT, recorded_command, recorded_commands
 from tests.runs.test_paper_settings import expected, train_settings
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 RECIPES = ["fig2_time_to_target", "fig3_grad_norms", "fig4_gamma", "fig5_grad_ratio", "table3_lr_stability",
            "table5_ablations", "table6_sizes", "table7_hparams", "table8_wikitext103", "norm_bench"]  # fmt: skip
 SCALES = ("paper", "tiny", "small")

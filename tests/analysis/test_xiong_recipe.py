@@ -11,6 +11,8 @@ from fairseq_normformer.cli.analyze import build_parser
 from fairseq_normformer.paper import XIONG_RUNS
 from tests.conftest import REPO_ROOT, recorded_commands
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 MODELS = {"postln": (True, False), "preln": (False, False), "normformer": (False, True)}  # post_ln, scale_attn
 
 

@@ -29,6 +29,7 @@ def test_read_eval_lm_speed(tmp_path):
         read_eval_lm_speed(tmp_path / "empty.log")
 
 
+@pytest.mark.slow
 def test_eval_lm_throughput_of_fairseq_train_checkpoints(tiny_lm_corpus, tmp_path):
     """fairseq-train drops fairseq's own --scale-* flags (the checkpoint has no Post-Attn LN)."""
     variant = BY_NAME["fairseq_scale_flags"]

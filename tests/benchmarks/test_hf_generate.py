@@ -1,6 +1,7 @@
 """benchmarks/hf_generate.py at a tiny shape: the three models do the same work (as many new tokens,
 through the same shapes), and the report's ratio is the median over builds of each build's median
 per-round ratio."""
+import pytest
 import torch
 
 from benchmarks.hf_generate import generate_greedy, measure_generate, models
@@ -10,6 +11,7 @@ TINY = dict(layers=2, embed=32, heads=4, ffn=64, vocab=50, max_positions=64)
 
 
 @torch.no_grad()
+@pytest.mark.slow
 def test_every_model_generates_the_asked_tokens_and_has_the_same_shape():
     built = models(TINY)
     assert type(built["gpt2"][1]).__name__ == "GPT2LMHeadModel"

@@ -113,6 +113,7 @@ def schemes(dict_dir):
     return {v.name: build_unchecked(v, setup, dict_dir) for v in NORM_SCHEME_VARIANTS}
 
 
+@pytest.mark.slow
 def test_each_scheme_adds_its_parameters(schemes):
     """Against Pre-LN, by formula (docs/model.md): d, f, H, h = d/H, L layers; 2L + 1 norms (the final one)."""
     d, f, heads, L = EMBED, FFN, HEADS, LAYERS

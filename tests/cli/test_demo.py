@@ -14,6 +14,8 @@ from fairseq_normformer.corpus.stdlib import build_corpus
 from tests.cli.lm_params import expected_params
 from tests.conftest import REPO_ROOT, python_warnings
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 TINY = ["--updates", "16", "--layers", "1", "--embed-dim", "32", "--heads", "4", "--tokens-per-sample", "32",
         "--batch-size", "4", "--dropout", "0", "--vocab-size", "200", "--max-chars", "20000"]  # fmt: skip
 

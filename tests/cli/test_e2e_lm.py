@@ -205,6 +205,7 @@ def test_hydra_train_builds_the_normformer(tiny_lm_corpus, tmp_path):
     assert (tmp_path / "ckpt" / "checkpoint_last.pt").exists()
 
 
+@pytest.mark.slow
 def test_gpt3_small_normformer_preset_has_the_papers_parameters(tiny_lm_corpus, tmp_path):
     """The 125M NormFormer preset through fairseq-train: built, logged and stepped once (one update on 8
     tokens); its count is the Pre-LN GPT-3 shape's plus the NormFormer parameters. (The Pre-LN preset's
@@ -217,6 +218,7 @@ def test_gpt3_small_normformer_preset_has_the_papers_parameters(tiny_lm_corpus, 
     assert logged_params(out.stdout) == expected_params(vocab, 12, 768, 3072, 12, tied=True, normformer=True)
 
 
+@pytest.mark.slow
 def test_user_dir_of_a_non_editable_install(tiny_lm_corpus, tmp_path):
     src = tmp_path / "src"
     ignore = shutil.ignore_patterns("__pycache__")

@@ -66,6 +66,7 @@ def read_rows(path):
 
 
 @pytest.mark.parametrize("name,layer", [("bert", 0), ("bert", 2), ("lm", 1), ("lm", -1)])
+@pytest.mark.slow
 def test_vectors_equal_a_direct_forward_and_words_pool_their_pieces(checkpoints, tiny_bert_corpus, lines, tmp_path,
                                                                      name, layer):  # fmt: skip
     text = tmp_path / "in.txt"

@@ -69,6 +69,7 @@ def test_squad_v2_fine_tunes_from_a_pretrained_checkpoint_and_predicts(tiny_bert
     assert re.search(r"no-answer threshold chosen on .*valid.json: -?[\d.]+ \(F1 [\d.]+\)", printed)
 
 
+@pytest.mark.slow
 def test_conll_fine_tunes_and_writes_conll_predictions(tiny_bert_corpus, checkpoint, tmp_path):
     seqeval_metrics = pytest.importorskip("seqeval.metrics")
     data = tmp_path / "conll"
@@ -90,6 +91,7 @@ def test_conll_fine_tunes_and_writes_conll_predictions(tiny_bert_corpus, checkpo
     assert f"f1 {f1:.2f}" in printed and f"f1 {conll.evaluate(gold, predicted)['f1']:.2f}" in printed
 
 
+@pytest.mark.slow
 def test_span_classification_fine_tunes_and_reports_entity_f1(tiny_bert_corpus, checkpoint, tmp_path):
     data = tmp_path / "conll"
     build_finetune_data(data, "conll", max_chars=MAX_CHARS)
@@ -100,6 +102,7 @@ def test_span_classification_fine_tunes_and_reports_entity_f1(tiny_bert_corpus, 
     assert 0 <= float(stats["precision"]) <= 100 and 0 <= float(stats["f1"]) <= 100 and "accuracy" in stats
 
 
+@pytest.mark.slow
 def test_swag_fine_tunes_through_sentence_ranking(tiny_bert_corpus, checkpoint, tmp_path):
     build_finetune_data(tmp_path / "swag", "swag", max_chars=40_000)
     data = tmp_path / "ranking"

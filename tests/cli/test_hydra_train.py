@@ -14,6 +14,8 @@ import torch
 from ..conftest import REPO_ROOT, python_warnings
 from ..distributed.fairseq_runs import BIN, model_weights
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 UPDATES = 12
 STOPPED = re.compile(r"^fairseq-hydra-train: stopped by SIGTERM at update (\d+) \(received after update \d+\); "
                      r"checkpoints/hydra_tiny/checkpoint_last.pt saved: run the same command to resume$", re.M)  # fmt: skip

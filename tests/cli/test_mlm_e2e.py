@@ -18,6 +18,8 @@ from fairseq_normformer.cli import export_hf
 
 from ..conftest import REPO_ROOT, TINY, TRAIN, USER_DIR, pretrain, run_cli, valid_stats
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 BASH = shutil.which("bash")
 
 

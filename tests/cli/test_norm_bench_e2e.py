@@ -10,6 +10,8 @@ import torch
 from tests.conftest import python_warnings
 from tests.distributed.fairseq_runs import logged_updates, tiny_bert_args, tiny_lm_args, train
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 L, D, F, H = 2, 32, 64, 4  # tiny_lm_args / tiny_bert_args (with NormFormer's three operations)
 SCHEMES = ["--post-ln", "--deepnorm", "--qk-norm", "--sandwich-norm"]
 LM_SCHEMES = SCHEMES + ["--norm-type", "rmsnorm", "--ffn-norm-type", "layernorm_nobias", "--normformer-layers", "first:1"]

@@ -20,6 +20,8 @@ from tests.cli.translation_corpus import SRC, TGT, build_reversal_corpus
 from tests.conftest import USER_DIR
 from tests.models.translation_builders import build_translation_model
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 L, D, F, H = 1, 32, 64, 4  # layers a side, model dim, FFN dim, heads
 SIZES = ["--encoder-layers", L, "--decoder-layers", L, "--encoder-embed-dim", D, "--decoder-embed-dim", D,
          "--encoder-ffn-embed-dim", F, "--decoder-ffn-embed-dim", F, "--encoder-attention-heads", H,

@@ -1,5 +1,6 @@
 """The Python manual corpus: prose kept and reST markup dropped, and a build through the CLI on a
 manual-shaped folder of files (the real manual is Debian's python3.X-doc, not installed on every machine)."""
+import pytest
 import re
 import subprocess
 import sys
@@ -111,6 +112,7 @@ def manual_like(root, n_files: int) -> dict:
     return expected
 
 
+@pytest.mark.slow
 def test_cli_builds_a_corpus_split_by_file_and_names_a_missing_manual(tmp_path):
     sources = tmp_path / "_sources"
     expected = manual_like(sources, 60)

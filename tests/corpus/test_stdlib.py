@@ -202,6 +202,7 @@ def test_bad_arguments(tmp_path, kwargs, message):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_cli_is_deterministic_reports_what_it_wrote_and_names_errors(tmp_path):
     api = build_corpus(tmp_path / "api", fmt="bert", vocab_size=200, max_chars=20_000, seed=3)
     out = run_cli(["normformer-build-corpus", "--out", tmp_path / "cli", "--format", "bert",

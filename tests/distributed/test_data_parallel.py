@@ -21,6 +21,8 @@ from .fairseq_runs import (
     train,
 )
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
 # The key bias's gradient is 0 in exact arithmetic (softmax is shift-invariant along the keys), so
 # Adam's normalised step turns the rounding noise of the all-reduce into steps of ±lr: not compared.

@@ -18,6 +18,8 @@ from .fairseq_runs import NO_DROPOUT, UPDATES, tiny_lm_args
 from .test_data_parallel import TORCHRUN, assert_same_checkpoints
 from .test_resume_data_parallel import GLOO, merged_updates, start_launcher, start_two_nodes
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 RESTARTS = ["--max-restarts", "1"]
 # Rank 1 is SIGKILLed, from the thread that reads the launchers' output, as soon as rank 0 has saved the checkpoint
 # of update 1: UPDATES - 1 updates, each with an all-reduce rank 1 must join, are then still to run. (Killed after

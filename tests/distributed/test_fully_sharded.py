@@ -24,6 +24,8 @@ from .fairseq_runs import NO_DROPOUT, SHARDED, UPDATES, interval_checkpoint, log
 from .fairseq_runs import train as fairseq_train
 from .test_resume_data_parallel import kill_node_1_then_resume
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 FP16_LAYERS = [*SHARDED, "--min-params-to-wrap", "1", "--fp16"]  # every layer its own FSDP instance
 ZERO_GRADIENT = "self_attn.k_proj.bias"  # its gradient is 0 in exact arithmetic (see test_data_parallel.py)
 

@@ -16,6 +16,8 @@ from fairseq_normformer.runs.launch import main as launch_arguments
 from ..conftest import REPO_ROOT, USER_DIR
 from .fairseq_runs import logged_updates
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 HALF_MILLION, MILLION = 1024 * 1024 // 2, 1024 * 1024
 AUTHORS_UPDATES = {HALF_MILLION: 572204, MILLION: 286102}
 

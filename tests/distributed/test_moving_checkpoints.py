@@ -22,6 +22,8 @@ from fairseq_normformer.fixes import cpu_training, optimizer_state
 
 from .fairseq_runs import NO_DROPOUT, UPDATES, interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 MOVE = 2
 TWO = ["--distributed-world-size", "2", "--distributed-backend", "gloo"]
 FSDP = [*TWO, "--ddp-backend", "fully_sharded"]

@@ -16,6 +16,8 @@ import pytest
 
 from .fairseq_runs import NO_DROPOUT, UPDATES, command, logged_updates, tiny_bert_args, tiny_lm_args, train
 from .test_data_parallel import assert_same_checkpoints
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 STOPPED_AT = UPDATES // 2  # the first run's --max-update
 GLOO = ["--distributed-backend", "gloo"]
 LOST_PEER_LINE = re.compile(r"^fairseq-train: error: rank 0 lost another process of the run \(gloo: (.*?)\): "

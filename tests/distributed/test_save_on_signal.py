@@ -23,6 +23,8 @@ from .fairseq_runs import command, logged_loss, logged_updates, model_weights, t
 from .test_launch_scripts import TINY_OVERRIDES, cpu_env, fake_slurm, free_port
 from .test_resume_data_parallel import GLOO, finish, merged_updates, read_until_update, start_two_nodes
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 QUIET_TORCHRUN = [sys.executable, "-P", str(REPO_ROOT / "fairseq_normformer" / "runs" / "torchrun.py")]
 
 UPDATES = 40  # many more than the updates the test needs to send its signal

@@ -17,6 +17,8 @@ from .fairseq_runs import NO_DROPOUT, one_process_run, tiny_lm_args, train
 from .test_data_parallel import assert_same_checkpoints
 from .test_resume_data_parallel import GLOO
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 TWO_RANKS = ["--distributed-world-size", "2", *GLOO]
 UPDATES, STOPPED_AT = 4, 2  # compared with the reference; the runs go on to the end of the epoch
 # The tiny corpus's 1821 blocks in batches of 32: 56 of 32 and one of 24 (fairseq drops the last 5: multiples of 8)

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
 CASES = Path(__file__).resolve().parent / "triton_cases"
 REPO_ROOT = CASES.parents[2]
 

@@ -43,6 +43,7 @@ def pieces(corpus, text) -> list:
     return spm.SentencePieceProcessor(model_file=str(corpus.spm_model)).encode(text, out_type=str)
 
 
+@pytest.mark.slow
 def test_fill_mask_gives_the_top_k_non_special_tokens_with_their_own_probabilities(roberta, tiny_bert_corpus):
     assert type(roberta) is NormFormerRobertaHubInterface
     d = roberta.task.source_dictionary

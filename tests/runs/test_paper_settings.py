@@ -83,6 +83,7 @@ def launch_dry_run(script, arch, world):
     return train_lines(result.stdout)
 
 
+@pytest.mark.slow
 def test_tables_1_and_6_and_the_launch_scripts_print_the_modules_settings(tmp_path):
     """Every (size, model) of Tables 1 and 6; the launch script of each size (sbatch for 0.5M tokens per
     update, torchrun for 1M) with one model, the baseline and NormFormer in turn."""

@@ -110,6 +110,7 @@ def fairseq_train_fails(args, message, directories, monkeypatch):
 
 
 @pytest.mark.parametrize("case", BAD_DATA)
+@pytest.mark.slow
 def test_fairseq_train_stops_at_bad_data(case, finetuned, tiny_bert_corpus, tmp_path, monkeypatch):
     task, name, text, marker, message = BAD_DATA[case]
     data, save_dir = copy_run(finetuned, task, tmp_path)

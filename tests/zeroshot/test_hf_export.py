@@ -37,6 +37,7 @@ def fairseq_lm(tiny_checkpoint):
     return models[0].eval(), task
 
 
+@pytest.mark.slow
 def test_autotokenizer_gives_the_checkpoints_ids_and_text_back(export_dir, scorer):
     tokenizer = AutoTokenizer.from_pretrained(export_dir, trust_remote_code=True)
     d = scorer.dictionary

@@ -1,5 +1,6 @@
 """recipes/table1_zero_shot.sh at paper scale, printed (DRY_RUN=1): the paper's presets, learning
 rates, and the update frequency and number of updates that reach its tokens per update and total."""
+import pytest
 import math
 import os
 import re
@@ -7,6 +8,8 @@ import subprocess
 import sys
 
 from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
 RECIPE = REPO_ROOT / "recipes" / "table1_zero_shot.sh"
 

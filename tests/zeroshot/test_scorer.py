@@ -34,6 +34,7 @@ def sample_pairs(task_files):
     return pairs + [("", pairs[0][1].strip()), (long_context, pairs[1][1]), (pairs[2][0] + "  ", pairs[2][1].strip())]
 
 
+@pytest.mark.slow
 def test_batched_scores_match_one_by_one_forward(scorer, task_files, tiny_lm_corpus):
     sp = spm.SentencePieceProcessor(model_file=str(tiny_lm_corpus.spm_model))
     encode = lambda text: [scorer.dictionary.index(p) for p in sp.encode(text, out_type=str)]  # noqa: E731
