@@ -78,6 +78,7 @@ def add_symbol(lines):  # one more symbol: fairseq reports "size mismatch ... ar
     return [*lines, "extra-symbol 1\n"]
 
 
+@pytest.mark.slow
 def test_missing_data_directory_is_named_by_the_cli(tmp_path):
     result = subprocess.run(
         [BIN / "fairseq-train", tmp_path / "no-such-dir", "--user-dir", USER_DIR, "--task", "language_modeling",
@@ -92,6 +93,7 @@ def test_missing_data_directory_is_named_by_the_cli(tmp_path):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a machine without a CUDA GPU")
+@pytest.mark.slow
 def test_triton_layernorm_without_a_cuda_gpu_is_one_line(tiny_lm_corpus, tmp_path):
     """Issue 53: a 39-line traceback ending in ValueError."""
     result = subprocess.run([BIN / "fairseq-train", *lm_args(tiny_lm_corpus.data_bin, tmp_path / "save",
@@ -165,6 +167,7 @@ def test_restore_file_truncated_is_refused(save_dir, tiny_lm_corpus, monkeypatch
     assert snapshot(save_dir) == before
 
 
+@pytest.mark.slow
 def test_truncated_checkpoint_is_one_line_from_the_cli(save_dir, tiny_lm_corpus):
     truncate(save_dir / "checkpoint_1_1.pt")
     before = snapshot(save_dir)

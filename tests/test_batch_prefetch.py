@@ -1,10 +1,10 @@
 """fixes/batch_prefetch.py: a process that stops reading its batches early exits cleanly, with fairseq's
 loading thread stopped and joined at exit (fairseq's own thread aborts such a process now and then:
 'terminate called without an active exception', exit code 134)."""
-import pytest
 import subprocess
 import sys
 
+import pytest
 import torch
 from fairseq.data.iterators import BufferedIterator
 

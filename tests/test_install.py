@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO_ROOT, python_warnings
 
 # A python that hides NumPy until pip has run (a package raising ModuleNotFoundError first on the path) and
@@ -15,6 +17,7 @@ exec "$REAL_PYTHON" "$@"
 """
 
 
+@pytest.mark.slow
 def test_install_prints_no_warnings_and_pins_the_installed_torch(tmp_path):
     import torch
 

@@ -106,6 +106,7 @@ def model_page_parameters() -> dict:
     return {size: (int(base.replace(",", "")), int(extra.replace(",", ""))) for size, base, extra in rows}
 
 
+@pytest.mark.slow
 def test_the_papers_125m_traced_meets_the_issues_targets(capsys):
     paper.main(["--trace", "--size", "125M"])
     base, norm = json.loads(capsys.readouterr().out)

@@ -2,6 +2,8 @@
 a real process prints, and a second run inherits nothing of the first (best loss, tensorboard writers)."""
 import re
 
+import pytest
+
 from tests.conftest import TINY, TRAIN, USER_DIR, run_cli
 
 LOGGED = re.compile(r"\| (?:train_inner|valid|train) \| .*")  # the training's numbers, not its times
@@ -21,6 +23,7 @@ def logged_numbers(stdout: str) -> list:
     return [NUMBERS.findall(line) for line in LOGGED.findall(stdout)]
 
 
+@pytest.mark.slow
 def test_in_process_prints_the_numbers_of_a_real_process_and_a_second_run_starts_afresh(tiny_bert_corpus, tmp_path):
     data = tiny_bert_corpus.data_bin
     real = logged_numbers(train(data, tmp_path / "process", process=True))

@@ -6,6 +6,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
 from fairseq_normformer.fixes.startup import PTH_NAME
 
 PROBE = """
@@ -28,6 +29,7 @@ print("equal:", [float(x) == float(r) for x, r in zip(theirs, real)])
 """
 
 
+@pytest.mark.slow
 def test_fairseq_starts_without_sklearn_and_its_metrics_are_the_real_ones():
     assert (Path(sysconfig.get_paths()["purelib"]) / PTH_NAME).exists(), "scripts/install.sh writes it"
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout

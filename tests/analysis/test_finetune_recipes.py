@@ -1,11 +1,11 @@
 """The fine-tuning recipes' commands (DRY_RUN=1): every fairseq-train command parses with fairseq's
 parser and carries BERT's fine-tuning settings (recipes/bert_finetune.sh), and the tiny recipe's
 pre-trained and from-scratch runs differ only in the checkpoint they start from."""
-import pytest
 import os
 import subprocess
 import sys
 
+import pytest
 from fairseq import options
 
 from tests.conftest import REPO_ROOT, recorded_commands

@@ -212,6 +212,7 @@ def last_value(argv, flag):
 
 
 @pytest.mark.parametrize("recipe", ["table5_ablations", "fig2_time_to_target", "table3_lr_stability"])
+@pytest.mark.slow
 def test_recipes_train_each_run_once_per_seed(recipe, tmp_path):
     argvs = dry_run(recipe, tmp_path, SEEDS="3")
     runs = [a for a in argvs if os.path.basename(a[0]) == "fairseq-train" or a[1:2] == ["lr-stability"]]
@@ -387,6 +388,7 @@ def test_zero_shot_table_groups_seeds_by_model_name(tmp_path, capsys):
     assert rows["preln_lm"][-1] == "–"
 
 
+@pytest.mark.slow
 def test_table1_trains_and_scores_every_seed(tmp_path):
     argvs = dry_run("table1_zero_shot", tmp_path, "paper", tmp_path, SEEDS="2", SIZES="gpt3_small", DATA_BIN="/d",
                     SPM_MODEL="/s.model", TASK_DIR="/tasks")  # fmt: skip

@@ -92,6 +92,7 @@ def test_finish_without_a_record_writes_one(tmp_path):
     assert json.loads((tmp_path / "speed_125m.json").read_text())["status"] == "failed"
 
 
+@pytest.mark.slow
 def test_cuda_tests_are_collected_and_skipped_without_a_gpu():
     cmd = [sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "-rs", "tests/cuda/test_kernels.py"]
     out = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True).stdout
@@ -124,6 +125,7 @@ def probe_wheel(tmp_path):
     return wheels
 
 
+@pytest.mark.slow
 def test_run_sh_dry_run_installs_the_wheels_and_writes_each_stage(tmp_path):
     work, out = tmp_path / "work", tmp_path / "out"
     env = {**os.environ, "PYTHON": sys.executable, "GPU_WHEELS": str(probe_wheel(tmp_path)), "GPU_WORK": str(work),

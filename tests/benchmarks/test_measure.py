@@ -1,6 +1,7 @@
 """measure() on the tiny models → JSON → the rendered section (structure only; no timing assertions)."""
 import json
 
+import pytest
 from benchmarks.measure import measure
 from benchmarks.report import results_section
 from benchmarks.variants import BY_NAME
@@ -8,6 +9,7 @@ from benchmarks.variants import BY_NAME
 from .conftest import TINY
 
 
+@pytest.mark.slow
 def test_measure_writes_what_the_renderer_reads(dict_dir, monkeypatch, build_tiny):
     # measure() builds each variant from one setup; give fairseq's models the tiny dims they need
     monkeypatch.setattr("benchmarks.measure.build_model", lambda variant, setup, data_dir: build_tiny(variant.name))

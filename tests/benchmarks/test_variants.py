@@ -55,6 +55,7 @@ def test_bf16_variant_runs_in_bfloat16_with_the_fp32_loss(name, build_tiny):
     assert losses[bf16.name].item() != losses[fp32.name].item()  # it did run at another precision
 
 
+@pytest.mark.slow
 def test_normformer_adds_the_papers_parameters(models):
     """Post-Attn LN (2d), FFN LN (2f) and HeadScale (H) per layer: L·(2d+2f) + L·H."""
     added = LAYERS * (2 * EMBED + 2 * FFN) + LAYERS * HEADS

@@ -4,9 +4,9 @@ import re
 import subprocess
 import sys
 
+import pytest
 from fairseq.data import Dictionary
 
-import pytest
 from fairseq_normformer.analysis.training_log import read_training_log
 from fairseq_normformer.cli.demo import (NORMFORMER_FLAGS, Run, compare_at, compared_update, get_parser, train_command,
                                          train_side_by_side, training_results, with_run_dir)

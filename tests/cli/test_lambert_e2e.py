@@ -1,8 +1,9 @@
 """recipes/lambert_mnli.sh at a tiny size: fairseq-train --arch lambert_tiny with MLM + NSP (short phase
 in epoch 1) logs both accuracies, and its checkpoint fine-tunes through fairseq's sentence_prediction
 (the SameDoc pair task in place of MNLI, recipes/table2_glue.sh)."""
-import pytest
 import sys
+
+import pytest
 
 from ..conftest import REPO_ROOT
 from .test_mlm_e2e import BASH, load_recipe, run_script, valid_stats

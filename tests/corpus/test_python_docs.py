@@ -1,12 +1,12 @@
 """The Python manual corpus: prose kept and reST markup dropped, and a build through the CLI on a
 manual-shaped folder of files (the real manual is Debian's python3.X-doc, not installed on every machine)."""
-import pytest
 import re
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from fairseq.data import Dictionary, data_utils
 
 from fairseq_normformer.corpus.pipeline import read_manifest

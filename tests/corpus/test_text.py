@@ -83,6 +83,7 @@ def test_bad_text_is_named_and_nothing_is_written(tmp_path, monkeypatch, args, m
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_held_out_copies_of_train_documents_are_reported_and_dedup_removes_them(own_text, tmp_path, capsys):
     """Issue 53: on licence texts 41% of valid's documents were word-for-word copies of train's, unreported."""
     _, paragraphs = own_text

@@ -29,6 +29,7 @@ def encoder_params(arch, *flags) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+@pytest.mark.slow
 def test_each_scheme_adds_or_removes_its_parameters_in_the_causal_lm():
     preln = lm_params()
     norms = 2 * L + 1  # two per layer and the final one

@@ -26,6 +26,7 @@ def test_update_freq_reaches_the_tokens_per_update_exactly(world, batch, tokens_
     assert freq == expected and world * batch * tokens_per_sample * freq == target
 
 
+@pytest.mark.slow
 def test_an_impossible_batch_is_an_error_naming_the_numbers():
     with pytest.raises(ValueError, match="24 GPUs x --batch-size 16 x 2048 tokens does not divide 524288 tokens"):
         paper.update_freq(524_288, 24, 16, 2048)

@@ -175,6 +175,7 @@ def console_script(name: str, *args) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_console_scripts_print_one_line(finetuned, tiny_bert_corpus, tmp_path):
     """The error is the last line on stderr and there is no traceback (checks.BadInput's excepthook)."""
     data, _ = copy_run(finetuned, "extractive_qa", tmp_path)

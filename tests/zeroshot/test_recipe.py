@@ -1,11 +1,12 @@
 """recipes/table1_zero_shot.sh at paper scale, printed (DRY_RUN=1): the paper's presets, learning
 rates, and the update frequency and number of updates that reach its tokens per update and total."""
-import pytest
 import math
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from tests.conftest import REPO_ROOT
 
