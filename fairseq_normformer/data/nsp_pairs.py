@@ -28,6 +28,14 @@ import torch
 from fairseq.data import FairseqDataset
 
 IS_NEXT, NOT_NEXT = 0, 1  # NSP labels, as HuggingFace's BertForPreTraining (the head's logit order)
+NUM_SEGMENTS = 2  # BERT's token types: sentence A, sentence B
+
+
+def segment_ids(src_tokens: torch.Tensor, sep: int) -> torch.Tensor:
+    """(B, T) -> (B, T): 0 for [CLS] A [SEP], 1 for everything after the first [SEP] (B [SEP])."""
+    is_sep = src_tokens.eq(sep).long()
+    seps_before = is_sep.cumsum(dim=1) - is_sep
+    return seps_before.gt(0).long()
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from .modeling_normformer_seq2seq import NormFormerForSeq2SeqLM
 
 HF_DIR = Path(__file__).resolve().parent
 # the tokenizer saves its own
-SHIPPED_FILES = ("configuration_normformer.py", "modeling_normformer.py", "modeling_normformer_seq2seq.py")
+SHIPPED_FILES = ("configuration_normformer.py", "modeling_normformer.py", "modeling_normformer_seq2seq.py", "norm_kinds.py")
 CONFIG_AUTO_MAP = {"AutoConfig": "configuration_normformer.NormFormerConfig", "AutoModel": "modeling_normformer.NormFormerModel"}
 HEAD_AUTO_MAP = {
     NormFormerForCausalLM: {"AutoModelForCausalLM": "modeling_normformer.NormFormerForCausalLM"},

@@ -17,6 +17,7 @@ from transformers.cache_utils import Cache, DynamicCache
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast, MaskedLMOutput
 
 from .configuration_normformer import NormFormerConfig
+from .norm_kinds import NORM_MODULES, build_norm
 
 
 def _gelu_accurate(x: Tensor) -> Tensor:  # fairseq's gelu_accurate (the tanh approximation)
@@ -81,26 +82,9 @@ def store_transposed(weight: nn.Parameter):
         weight.data = weight.data.t().contiguous().t()
 
 
-class DyT(nn.Module):
-    """Dynamic Tanh (Zhu et al. 2025): tanh(α x) · γ + β, α one learned scalar."""
-
-    def __init__(self, dim: int):
-        super().__init__()
-        self.alpha = nn.Parameter(torch.full((1,), 0.5))
-        self.weight, self.bias = nn.Parameter(torch.ones(dim)), nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x: Tensor) -> Tensor:
-        return torch.tanh(self.alpha * x) * self.weight + self.bias
-
-
 def layer_norm(config: NormFormerConfig, dim: int, kind: Optional[str] = None) -> nn.Module:
-    """A norm of ``kind`` (default: the config's norm_type): LayerNorm, LayerNorm without bias, RMSNorm or DyT."""
-    kind = kind or config.norm_type
-    if kind == "dyt":
-        return DyT(dim)
-    if kind == "rmsnorm":  # x / sqrt(mean(x²) + ε) · g
-        return nn.RMSNorm(dim, eps=config.layer_norm_eps)
-    return nn.LayerNorm(dim, eps=config.layer_norm_eps, bias=kind != "layernorm_nobias")
+    """A norm of ``kind`` (default: the config's norm_type), as norm_kinds.py's row builds it."""
+    return build_norm(kind or config.norm_type, dim, config.layer_norm_eps)
 
 
 class NormFormerAttention(nn.Module):
@@ -204,10 +188,8 @@ class NormFormerPreTrainedModel(PreTrainedModel):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
-        if isinstance(module, (nn.LayerNorm, nn.RMSNorm, DyT)):
-            nn.init.ones_(module.weight)
-        if isinstance(module, (nn.LayerNorm, DyT)) and module.bias is not None:
-            nn.init.zeros_(module.bias)
+        if isinstance(module, NORM_MODULES):
+            module.reset_parameters()
 
 
 class NormFormerModel(NormFormerPreTrainedModel):

@@ -11,6 +11,7 @@ only concerns the models of this package: fairseq's own RobertaModel keeps fairs
 ``<s> A </s> B </s>`` (one ``</s>`` between the segments, not RoBERTa's two), its segment ids, and the
 next-sentence prediction.
 
+Each model class names its interface (``hub_interface_class``), so this module imports no model.
 ``load`` is fairseq's ``hub_utils.from_pretrained`` for every ``from_pretrained`` of this package (the LM's and
 the masked LMs'), with one INFO line naming the model, its parameters and its normalization where fairseq's
 logs the whole config, several KB on one line, whose ``decoder_normalize_before: False`` a Pre-LN
@@ -27,7 +28,7 @@ from torch import Tensor
 
 from ..checks import BadInput
 from ..modules.layer_config import LAYER_SWITCHES
-from .normformer_bert import NormFormerBertModel, segment_ids
+from ..data.nsp_pairs import segment_ids
 
 logger = logging.getLogger(__name__)
 
@@ -100,12 +101,6 @@ class NormFormerBertHubInterface(NormFormerRobertaHubInterface):
             _, extra = self.model(tokens.unsqueeze(0).to(device=self.device))
         logits = extra["nsp_logits"][0]
         return logits if return_logits else logits.log_softmax(dim=-1)
-
-
-def hub_interface(cfg, task, model) -> NormFormerRobertaHubInterface:
-    """The interface of the loaded model's family (BERT's for normformer_bert and lambert, whichever class loaded it)."""
-    family = NormFormerBertHubInterface if isinstance(model, NormFormerBertModel) else NormFormerRobertaHubInterface
-    return family(cfg, task, model)
 
 
 def normalization(model_cfg) -> str:

@@ -8,7 +8,6 @@ position within the segment; each segment embedding starts as the mean of its to
 the phase-2 output), so fairseq's LM head, the ``mlm_nsp`` criterion and classification heads work
 as for ``normformer_bert``, whose pooler, NSP head and pooler-initialised classification heads it keeps.
 """
-import logging
 from dataclasses import dataclass, field, fields
 
 import torch
@@ -21,13 +20,13 @@ from fairseq.utils import safe_getattr
 from torch import Tensor, nn
 
 from ..checks import BadInput
-from ..modules import LayerConfig, LayerNorm, resolve_layernorm_impl
+from ..data.nsp_pairs import NUM_SEGMENTS
+from ..modules import LayerConfig
 from ..modules.lambert_layer import SEGMENT_MAPS, LambertLayer, LambertLayerConfig, segment_layout
-from .normformer_bert import NUM_SEGMENTS, NormFormerBertEncoder, NormFormerBertModel, postln_bert_base
+from .normformer_bert import NormFormerBertEncoder, NormFormerBertModel, postln_bert_base
 from .normformer_lm import normformer_operations
 from .normformer_roberta import NormFormerRobertaModel, preln_architecture
-
-logger = logging.getLogger(__name__)
+from .stacks import LayerStack, read_layer_config
 
 SEGMENT_POSITIONS = ["global", "per-sentence"]
 CLS_PHASES = ["every-layer", "final"]
@@ -63,7 +62,7 @@ def max_pair_tokens(segment_length: int, max_segments: int) -> int:
 class LambertEmbeddings(nn.Module):
     """Token + sentence + token-position embeddings for the blocks; the segment embeddings' start."""
 
-    def __init__(self, args, embed_tokens: nn.Embedding, layernorm_impl: str):
+    def __init__(self, args, embed_tokens: nn.Embedding, norm: nn.Module):
         super().__init__()
         d = embed_tokens.embedding_dim
         self.embed_tokens = embed_tokens
@@ -71,7 +70,7 @@ class LambertEmbeddings(nn.Module):
         self.embed_token_positions = nn.Embedding(args.segment_length, d)
         self.embed_segment_positions = nn.Embedding(args.max_segments, d)
         self.per_sentence_positions = args.segment_positions == "per-sentence"
-        self.layernorm = LayerNorm(d, layernorm_impl) if args.layernorm_embedding else nn.Identity()
+        self.layernorm = norm
         self.dropout_module = FairseqDropout(args.dropout, module_name=type(self).__name__)
 
     def forward(self, src_tokens: Tensor, layout, pad: int):
@@ -103,23 +102,22 @@ def check_lambert_supports(cfg: LayerConfig) -> None:
         raise BadInput(f"lambert does not implement {', '.join(named)}")
 
 
-class LambertSentenceEncoder(nn.Module):
-    """Embeddings, L LambertLayers and (Pre-LN) a final LayerNorm; returns RobertaEncoder's dict."""
+class LambertSentenceEncoder(LayerStack, nn.Module):
+    """Embeddings, L LambertLayers and (Pre-LN) a final norm, from the shared stack; returns RobertaEncoder's dict."""
 
     def __init__(self, args, dictionary, embed_tokens):
         super().__init__()
-        layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
-        base = LayerConfig.from_model_cfg(args, "encoder", not args.post_ln, causal=False, layernorm_impl=layernorm_impl)
+        base = read_layer_config(args, "encoder", causal=False)
         check_lambert_supports(base)
-        self.layer_cfg = LambertLayerConfig(**vars(base), max_segments=args.max_segments, segment_map=args.segment_map)
-        logger.info(f"LaMBERT layers: {self.layer_cfg}")
+        layer_cfg = LambertLayerConfig(**vars(base), max_segments=args.max_segments, segment_map=args.segment_map)
+        self.start_stack(layer_cfg, LambertLayer, args.encoder_layers)
         self.pad, self.bos, self.sep = dictionary.pad(), dictionary.bos(), dictionary.eos()
         self.segment_length, self.max_segments = args.segment_length, args.max_segments
         self.embed_tokens = embed_tokens  # RobertaEncoder ties the LM head to it
-        self.embeddings = LambertEmbeddings(args, embed_tokens, layernorm_impl)
-        self.layers = nn.ModuleList(LambertLayer(self.layer_cfg) for _ in range(args.encoder_layers))
-        self.cls_layer = LambertLayer(self.layer_cfg) if args.cls_phase == "final" else None
-        self.layer_norm = LayerNorm(base.embed_dim, layernorm_impl) if base.normalize_before else nn.Identity()
+        self.embeddings = LambertEmbeddings(args, embed_tokens, self.norm() if args.layernorm_embedding else nn.Identity())
+        self.layers = nn.ModuleList(self.build_layer() for _ in range(args.encoder_layers))
+        self.cls_layer = LambertLayer(layer_cfg) if args.cls_phase == "final" else None
+        self.layer_norm = self.norm() if layer_cfg.normalize_before else nn.Identity()
 
     def forward(self, src_tokens, return_all_hiddens=False, token_embeddings=None, **unused):
         if return_all_hiddens or token_embeddings is not None:

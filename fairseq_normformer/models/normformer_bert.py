@@ -18,6 +18,8 @@ from fairseq.modules import LayerNorm
 from fairseq.utils import safe_getattr
 from torch import Tensor, nn
 
+from ..data.nsp_pairs import NUM_SEGMENTS, segment_ids
+from .hub_interface import NormFormerBertHubInterface
 from .normformer_lm import normformer_operations
 from .normformer_roberta import (
     NormFormerRobertaEncoder,
@@ -30,16 +32,6 @@ from .normformer_roberta import (
 )
 
 logger = logging.getLogger(__name__)
-
-NUM_SEGMENTS = 2  # BERT's token types: sentence A, sentence B
-
-
-def segment_ids(src_tokens: Tensor, sep: int) -> Tensor:
-    """(B, T) -> (B, T): 0 for [CLS] A [SEP], 1 for everything after the first [SEP] (B [SEP])."""
-    is_sep = src_tokens.eq(sep).long()
-    seps_before = is_sep.cumsum(dim=1) - is_sep
-    return seps_before.gt(0).long()
-
 
 class SegmentedSentenceEncoder(NormFormerSentenceEncoder):
     """Adds the segment embedding to each token embedding (before fairseq's embed_scale, which the
@@ -126,6 +118,7 @@ class NormFormerBertEncoder(NormFormerRobertaEncoder):
 @register_model("normformer_bert")
 class NormFormerBertModel(NormFormerRobertaModel):
     encoder_class = NormFormerBertEncoder
+    hub_interface_class = NormFormerBertHubInterface
 
     def upgrade_state_dict_named(self, state_dict, name):
         prefix = name + "." if name != "" else ""

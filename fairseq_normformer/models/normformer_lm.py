@@ -1,16 +1,14 @@
 """``normformer_lm``: a fairseq causal language model built from NormFormer layers.
 
 The decoder is fairseq's TransformerDecoderBase (embeddings, positions, adaptive softmax,
-incremental decoding) with ``build_decoder_layer`` overridden. The NormFormer switches are read
+incremental decoding) with its layers and norms built by the shared stack (models/stacks.py). The switches are read
 from the model's own config, not from TransformerConfig, which drops keys it does not declare
 (the reason fairseq's built-in flags are lost on the ``fairseq-train`` path).
 """
-import logging
 from dataclasses import dataclass, field
 
 from fairseq import hub_utils, options
 from fairseq.dataclass import ChoiceEnum
-from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.transformer import TransformerConfig, TransformerDecoderBase
 from fairseq.models.transformer_lm import (
@@ -22,19 +20,16 @@ from fairseq.models.transformer_lm import (
     transformer_lm_baevski_wiki103,
 )
 from fairseq.modules import AdaptiveInput
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.utils import safe_getattr
 from omegaconf import II
 
-from ..modules import LayerConfig, NormFormerCrossAttentionDecoderLayer, NormFormerDecoderLayer, resolve_layernorm_impl
-from ..modules.deepnorm import deepnorm_init_
+from ..modules import NormFormerCrossAttentionDecoderLayer, NormFormerDecoderLayer
 from ..modules.layer_config import ACTIVATIONS
-from ..modules.layer_norm import use_norm_kind_
 from ..modules.operations import OPERATIONS
 from ..modules.positions import count_positions_per_row
+from .hub_interface import load
 from .options import NormFormerOptions
-
-logger = logging.getLogger(__name__)
+from .stacks import LayerStack, init_schemes_, read_layer_config, without_fairseq_norms
 
 
 @dataclass
@@ -47,34 +42,24 @@ class NormFormerLanguageModelConfig(NormFormerOptions, TransformerLanguageModelC
     decoder_output_dim: int = II("model.decoder_embed_dim")
 
 
-class NormFormerDecoder(TransformerDecoderBase):
+class NormFormerDecoder(LayerStack, TransformerDecoderBase):
     """The LM's decoder, and with ``no_encoder_attn=False`` an encoder-decoder's (normformer_transformer)."""
 
     def __init__(self, args, dictionary, embed_tokens, no_encoder_attn=True):
+        layer_cfg = read_layer_config(args, "decoder", causal=True, encoder_decoder=not no_encoder_attn)
+        layer_class = NormFormerDecoderLayer if no_encoder_attn else NormFormerCrossAttentionDecoderLayer
+        self.start_stack(layer_cfg, layer_class, args.decoder_layers)
         cfg = TransformerConfig.from_namespace(args)
-        cfg.decoder.normalize_before = not args.post_ln  # also decides the final LayerNorm
-        layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
-        self.layer_cfg = LayerConfig.from_model_cfg(
-            args, "decoder", normalize_before=not args.post_ln, causal=True, layernorm_impl=layernorm_impl,
-            encoder_decoder=not no_encoder_attn,
-        )
-        self.layers_built = 0
-        super().__init__(cfg, dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
-        use_norm_kind_(self, ("layer_norm", "layernorm_embedding"), self.layer_cfg.norm_type, layernorm_impl)
-        if self.layer_cfg.deepnorm_beta is not None:
-            deepnorm_init_(self.layers, self.layer_cfg.deepnorm_beta)
+        cfg.decoder.normalize_before = layer_cfg.normalize_before  # --post-ln, not fairseq's flag
+        super().__init__(without_fairseq_norms(cfg, "decoder"), dictionary, embed_tokens, no_encoder_attn=no_encoder_attn)
+        self.cfg = cfg
+        self.build_stack_norms(cfg.layernorm_embedding, layer_cfg.normalize_before and not cfg.no_decoder_final_norm)
         if self.embed_positions is not None:  # left-padded prompts: see modules/positions.py
             count_positions_per_row(self.embed_positions)
-        logger.info(f"NormFormer decoder layers: {self.layer_cfg}")
 
     def build_decoder_layer(self, cfg, no_encoder_attn=False):
         """fairseq calls it once per layer, in order."""
-        layer_class = NormFormerDecoderLayer if no_encoder_attn else NormFormerCrossAttentionDecoderLayer
-        layer = layer_class(self.layer_cfg.for_layer(self.layers_built, cfg.decoder.layers))
-        self.layers_built += 1
-        if cfg.checkpoint_activations:
-            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
-        return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)
+        return self.build_layer(cfg)
 
 
 @register_model("normformer_lm", dataclass=NormFormerLanguageModelConfig)
@@ -83,8 +68,6 @@ class NormFormerLanguageModel(TransformerLanguageModel):
     def from_pretrained(cls, model_name_or_path, checkpoint_file="model.pt", data_name_or_path=".", **kwargs):
         """fairseq's GeneratorHubInterface (sample, score), logging one line for the whole config
         (models/hub_interface.py's load)."""
-        from .hub_interface import load
-
         x = load(cls, model_name_or_path, checkpoint_file, data_name_or_path, **kwargs)
         return hub_utils.GeneratorHubInterface(x["args"], x["task"], x["models"])
 
@@ -95,7 +78,7 @@ class NormFormerLanguageModel(TransformerLanguageModel):
         if safe_getattr(args, "max_target_positions", None) is None:
             args.max_target_positions = safe_getattr(args, "tokens_per_sample", DEFAULT_MAX_TARGET_POSITIONS)
         decoder = NormFormerDecoder(args, task.target_dictionary, cls.build_input_embedding(args, task))
-        return cls(decoder)
+        return init_schemes_(cls(decoder))
 
     @classmethod
     def build_input_embedding(cls, args, task):

@@ -2,58 +2,67 @@
 
 fairseq's RobertaModel and RobertaEncoder (token embeddings, learned positions, LM head tied to the
 embeddings, classification heads for ``sentence_prediction``, token heads for the tasks of
-docs/finetuning.md) with the sentence encoder's
-``build_encoder_layer`` overridden, so fairseq's own ``masked_lm`` task and criterion train it.
+docs/finetuning.md) with the sentence encoder's layers and norms built by the shared stack (models/stacks.py),
+so fairseq's own ``masked_lm`` task and criterion train it.
 Pre-/Post-LN is ``--post-ln`` as on the LM (fairseq's ``--encoder-normalize-before`` is accepted as
 its inverse); the NormFormer switches are read from the model's own args (never through
 TransformerConfig, which drops keys it does not declare).
 """
-import logging
-
-from fairseq.distributed import fsdp_wrap
+import torch
+import torch.nn.functional as F
+from fairseq import utils
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaEncoder, RobertaModel
 from fairseq.models.roberta.model import base_architecture as roberta_base_architecture
-from fairseq.models.transformer import TransformerEncoder
-from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.models.transformer import TransformerConfig, TransformerEncoderBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr, safe_hasattr
 from omegaconf import OmegaConf
+from torch import nn
 
 from ..checks import BadInput
-from ..modules import LayerConfig, NormFormerEncoderLayer, resolve_layernorm_impl
-from ..modules.deepnorm import deepnorm_init_
-from ..modules.layer_norm import use_norm_kind_
+from ..modules import NormFormerEncoderLayer
+from ..modules.layer_norm import Norm
+from .hub_interface import NormFormerRobertaHubInterface, load
 from .normformer_lm import normformer_operations
 from .options import add_normformer_args, fill_option_defaults
+from .stacks import LayerStack, init_schemes_, read_layer_config, without_fairseq_norms
 from .token_heads import TokenHeadsMixin
 
-logger = logging.getLogger(__name__)
-
-
-class NormFormerSentenceEncoder(TransformerEncoder):
-    """fairseq's TransformerEncoder (embeddings, positions, final LN when Pre-LN) with NormFormer layers."""
+class NormFormerSentenceEncoder(LayerStack, TransformerEncoderBase):
+    """fairseq's TransformerEncoderBase (embeddings, positions) with the shared stack's layers and norms."""
 
     def __init__(self, args, dictionary, embed_tokens, encoder_decoder=False):
-        layernorm_impl = resolve_layernorm_impl(args.layernorm_impl)
-        self.layer_cfg = LayerConfig.from_model_cfg(
-            args, "encoder", normalize_before=not args.post_ln, causal=False, layernorm_impl=layernorm_impl,
-            encoder_decoder=encoder_decoder,
-        )
-        self.layers_built = 0
-        super().__init__(args, dictionary, embed_tokens)
-        use_norm_kind_(self, ("layer_norm", "layernorm_embedding"), self.layer_cfg.norm_type, layernorm_impl)
-        if self.layer_cfg.deepnorm_beta is not None:
-            deepnorm_init_(self.layers, self.layer_cfg.deepnorm_beta)
-        logger.info(f"NormFormer encoder layers: {self.layer_cfg}")
+        layer_cfg = read_layer_config(args, "encoder", causal=False, encoder_decoder=encoder_decoder)
+        self.start_stack(layer_cfg, NormFormerEncoderLayer, args.encoder_layers)
+        cfg = TransformerConfig.from_namespace(args)
+        super().__init__(without_fairseq_norms(cfg, "encoder"), dictionary, embed_tokens)
+        self.cfg = cfg
+        self.build_stack_norms(cfg.layernorm_embedding, layer_cfg.normalize_before)
 
     def build_encoder_layer(self, cfg):
         """fairseq calls it once per layer, in order."""
-        layer = NormFormerEncoderLayer(self.layer_cfg.for_layer(self.layers_built, cfg.encoder.layers))
-        self.layers_built += 1
-        if cfg.checkpoint_activations:
-            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
-        return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)
+        return self.build_layer(cfg)
+
+
+class LMHead(nn.Module):
+    """fairseq's RobertaLMHead (dense, activation, norm, the output projection tied to the embeddings), its
+    norm of the model's kind (--norm-type)."""
+
+    def __init__(self, embed_dim: int, output_dim: int, activation_fn: str, weight, norm: nn.Module):
+        super().__init__()
+        self.dense = nn.Linear(embed_dim, embed_dim)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.layer_norm = norm
+        self.weight = nn.Linear(embed_dim, output_dim, bias=False).weight if weight is None else weight
+        self.bias = nn.Parameter(torch.zeros(output_dim))
+
+    def forward(self, features, masked_tokens=None, **kwargs):
+        """(B, T, C) -> (B, T, V), or (M, V) at the ``masked_tokens`` only."""
+        if masked_tokens is not None:
+            features = features[masked_tokens, :]
+        x = self.layer_norm(self.activation_fn(self.dense(features)))
+        return F.linear(x, self.weight) + self.bias
 
 
 class NormFormerRobertaEncoder(RobertaEncoder):
@@ -65,14 +74,14 @@ class NormFormerRobertaEncoder(RobertaEncoder):
         return encoder
 
     def build_lm_head(self, embed_dim, output_dim, activation_fn, weight):
-        head = super().build_lm_head(embed_dim, output_dim, activation_fn, weight)
-        use_norm_kind_(head, ("layer_norm",), self.sentence_encoder.layer_cfg.norm_type, "torch")
-        return head
+        norm = Norm(self.sentence_encoder.layer_cfg.norm_type, embed_dim)
+        return LMHead(embed_dim, output_dim, activation_fn, weight, norm)
 
 
 @register_model("normformer_roberta")
 class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
     encoder_class = NormFormerRobertaEncoder
+    hub_interface_class = NormFormerRobertaHubInterface
 
     @staticmethod
     def add_args(parser):
@@ -86,11 +95,10 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
                         bpe="sentencepiece", **kwargs):  # fmt: skip
         """fairseq's, returning this package's hub interface (models/hub_interface.py: fill_mask fixed,
         BERT's input layout, one log line); the BPE defaults to SentencePiece: pass ``sentencepiece_model=".../spm.model"``."""
-        from .hub_interface import hub_interface, load
-
         x = load(cls, model_name_or_path, checkpoint_file, data_name_or_path, bpe=bpe, load_checkpoint_heads=True,
                  **kwargs)  # fmt: skip
-        return hub_interface(x["args"], x["task"], x["models"][0])
+        model = x["models"][0]  # the checkpoint's class: normformer_bert and lambert get BERT's interface
+        return model.hub_interface_class(x["args"], x["task"], model)
 
     def upgrade_state_dict_named(self, state_dict, name):
         self.check_checkpoint_weights(state_dict, name + "." if name else "")
@@ -122,11 +130,7 @@ class NormFormerRobertaModel(TokenHeadsMixin, RobertaModel):
         encoder = cls.encoder_class(args, task.source_dictionary)
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, True)
-        model = cls(args, encoder)
-        stack = encoder.sentence_encoder
-        if stack.layer_cfg.deepnorm_beta is not None:  # RobertaModel's init_bert_params replaced the β-scaled init
-            deepnorm_init_(stack.layers, stack.layer_cfg.deepnorm_beta)
-        return model
+        return init_schemes_(cls(args, encoder))  # after RobertaModel's init_bert_params
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from omegaconf import OmegaConf
 from .normformer_lm import NormFormerDecoder, normformer_operations
 from .normformer_roberta import NormFormerSentenceEncoder, layer_norm_placement
 from .options import EncoderAttentionSwitches, NormFormerOptions, add_normformer_args, fill_option_defaults
+from .stacks import init_schemes_
 
 UNSUPPORTED = {  # fairseq transformer options our layers do not implement
     "no_cross_attention": "--no-cross-attention",
@@ -46,7 +47,7 @@ class NormFormerTransformerModel(TransformerModel):
             args = argparse.Namespace(**OmegaConf.to_container(args, resolve=True, enum_to_str=True))
         base_architecture(args)
         check_supported(args)
-        return super().build_model(args, task)
+        return init_schemes_(super().build_model(args, task))
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):

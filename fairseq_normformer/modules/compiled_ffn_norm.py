@@ -20,17 +20,17 @@ import torch.nn.functional as F
 from fairseq import utils
 from torch import Tensor, nn
 
+from ..hf.norm_kinds import NORM_KINDS
+
 FFN_NORM_IMPLS = ["eager", "compile"]
-COMPILABLE_KINDS = ("layernorm", "layernorm_nobias", "rmsnorm")  # LayerConfig refuses the others
+COMPILABLE_KINDS = [kind.name for kind in NORM_KINDS.values() if kind.functional]  # LayerConfig refuses the others
 
 
 def fc1_activation_norm(x: Tensor, fc1_weight: Tensor, fc1_bias: Optional[Tensor], norm_weight: Tensor,
                         norm_bias: Optional[Tensor], eps: float, activation: Callable, kind: str) -> Tensor:
-    """N(act(x W1ᵀ + b1)) over the last dimension; ``norm_bias`` None for layernorm_nobias and rmsnorm."""
-    h = activation(F.linear(x, fc1_weight, fc1_bias))
-    if kind == "rmsnorm":  # h / sqrt(mean(h²) + ε) · g
-        return F.rms_norm(h, h.shape[-1:], norm_weight, eps)
-    return F.layer_norm(h, h.shape[-1:], norm_weight, norm_bias, eps)  # (h − mean(h)) / sqrt(var(h) + ε) · g + b
+    """N(act(x W1ᵀ + b1)) over the last dimension, N the functional form of ``kind``'s row (hf/norm_kinds.py);
+    ``norm_bias`` None for layernorm_nobias and rmsnorm."""
+    return NORM_KINDS[kind].functional(activation(F.linear(x, fc1_weight, fc1_bias)), norm_weight, norm_bias, eps)
 
 
 @functools.lru_cache(maxsize=None)

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ..checks import BadInput
+from ..hf.norm_kinds import NORM_KINDS, build_norm
 from .activation_layer_norm import TorchActivationLayerNorm
 
 logger = logging.getLogger(__name__)
@@ -124,41 +125,12 @@ def LayerNorm(dim: int, impl: str = "torch", eps: float = 1e-5) -> nn.Module:
     return nn.LayerNorm(dim, eps=eps)
 
 
-class DyT(nn.Module):
-    """Dynamic Tanh (Zhu et al. 2025, "Transformers without Normalization"): DyT(x) = tanh(α x) · γ + β,
-    α one learned scalar per norm (init 0.5), γ and β per feature as LayerNorm's weight and bias."""
-
-    def __init__(self, dim: int, alpha_init: float = 0.5):
-        super().__init__()
-        self.alpha = nn.Parameter(torch.full((1,), alpha_init))
-        self.weight = nn.Parameter(torch.ones(dim))
-        self.bias = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.alpha * x) * self.weight + self.bias
-
-
 def Norm(kind: str, dim: int, impl: str = "torch", eps: float = 1e-5) -> nn.Module:
-    """A norm of kind ``kind`` (--norm-type, --ffn-norm-type; operations.NORM_KINDS) over the last dimension
-    of size ``dim``; ``impl`` (--layernorm-impl) picks LayerNorm's implementation, the others are torch's."""
-    if kind == "layernorm":  # (x − mean(x)) / sqrt(var(x) + ε) · g + b
+    """A norm of kind ``kind`` (--norm-type, --ffn-norm-type; hf/norm_kinds.py) over the last dimension of size
+    ``dim``; ``impl`` (--layernorm-impl) picks the implementation of the kinds it applies to (LayerNorm's)."""
+    if kind in NORM_KINDS and NORM_KINDS[kind].layernorm_impl:
         return LayerNorm(dim, impl, eps)
-    if kind == "layernorm_nobias":  # (x − mean(x)) / sqrt(var(x) + ε) · g
-        return nn.LayerNorm(dim, eps=eps, bias=False)
-    if kind == "rmsnorm":  # RMSNorm (Zhang & Sennrich 2019): x / sqrt(mean(x²) + ε) · g
-        return nn.RMSNorm(dim, eps=eps)
-    if kind == "dyt":
-        return DyT(dim)
-    raise ValueError(f"unknown norm kind {kind!r}")
-
-
-def use_norm_kind_(module: nn.Module, names, kind: str, impl: str) -> None:
-    """Replace the LayerNorms ``module.<name>`` that fairseq's own code builds (a stack's final and embedding
-    norms, RoBERTa's LM head's) by norms of ``kind``; with ``layernorm`` fairseq's stay, untouched."""
-    for name in names:
-        norm = getattr(module, name, None)
-        if kind != "layernorm" and norm is not None:
-            setattr(module, name, Norm(kind, norm.normalized_shape[0], impl, norm.eps))
+    return build_norm(kind, dim, eps)
 
 
 def ActivationLayerNorm(activation_fn: str, impl: str) -> Optional[nn.Module]:

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from ..hf.norm_kinds import NORM_KINDS
+
 
 @dataclass(frozen=True)
 class Operation:
@@ -214,35 +216,14 @@ def _fairseq_names(op: Operation) -> str:
     return ", ".join(f"`{p}`" for p in op.fairseq_params)
 
 
-@dataclass(frozen=True)
-class NormKind:
-    name: str  # the value of --norm-type / --ffn-norm-type
-    paper: str
-    equation: str  # over the n features of one position; g, b: learned per feature
-    per_norm: str  # parameters of one norm over n features
-    flags: Tuple[str, ...]  # the options that take it
-
-
-# The kinds of norm (modules/layer_norm.py, ``Norm``). --norm-type sets every norm of the model (the layers',
-# the embedding and final norms, RoBERTa's LM head's); --ffn-norm-type NormFormer's FFN LN alone.
-NORM_KINDS = (
-    NormKind("layernorm", "Ba et al. 2016", "(x − mean(x)) / sqrt(var(x) + ε) · g + b", "2n",
-             ("--norm-type", "--ffn-norm-type")),
-    NormKind("layernorm_nobias", "NormFormer's conclusion: LayerNorm without the bias",
-             "(x − mean(x)) / sqrt(var(x) + ε) · g", "n", ("--ffn-norm-type",)),
-    NormKind("rmsnorm", "Zhang & Sennrich 2019", "x / sqrt(mean(x²) + ε) · g (no mean centering, no bias)", "n",
-             ("--norm-type", "--ffn-norm-type")),
-    NormKind("dyt", "Zhu et al. 2025, DyT", "tanh(α x) · g + b, α one learned scalar per norm (init 0.5)", "2n+1",
-             ("--norm-type",)),
-)  # fmt: skip
-NORM_TYPES = [kind.name for kind in NORM_KINDS if "--norm-type" in kind.flags]
-FFN_NORM_TYPES = [kind.name for kind in NORM_KINDS if "--ffn-norm-type" in kind.flags]
+NORM_TYPES = [kind.name for kind in NORM_KINDS.values() if "--norm-type" in kind.flags]
+FFN_NORM_TYPES = [kind.name for kind in NORM_KINDS.values() if "--ffn-norm-type" in kind.flags]
 
 
 def norm_kinds_table() -> str:
     """The "Kinds of norm" table of docs/model.md."""
     lines = ["| kind | paper | equation | parameters of a norm over n features | options |", "|---|---|---|---|---|"]
-    for kind in NORM_KINDS:
+    for kind in NORM_KINDS.values():
         flags = ", ".join(f"`{flag} {kind.name}`" for flag in kind.flags)
         lines.append(f"| `{kind.name}` | {kind.paper} | `{kind.equation}` | {kind.per_norm} | {flags} |")
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """Every model family, built after the same seed with each normalization switch, has the parameter names,
 shapes and initial values that the code before the shared stack (models/stacks.py) gave it: existing
-checkpoints and HuggingFace exports load and convert unchanged.
+checkpoints and HuggingFace exports load and convert unchanged. Each family's stack is the shared one.
 
 stack_state_dicts.json was written by ``state_dict_summary`` at commit c077553, before the refactor (the
 models' own stack code and ``use_norm_kind_``); each entry is (shape, sum, sum of |x|) of one tensor."""
@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from fairseq_normformer.models.stacks import LayerStack
 
 from .encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask
 from .lm_builders import TINY, normformer_lm, tiny_dictionary
@@ -65,7 +67,10 @@ def state_dict_summary(model) -> dict:
 @pytest.mark.parametrize("name", MODELS)
 def test_parameter_names_shapes_and_initial_values_are_unchanged(name):
     expected = json.loads(GOLDEN.read_text())[name]
-    summary = state_dict_summary(build(*MODELS[name]))
+    model = build(*MODELS[name])
+    stacks = [m for m in model.modules() if isinstance(m, LayerStack)]  # the shared stack builds every family
+    assert len(stacks) == (2 if MODELS[name][0] == "translation" else 1)
+    summary = state_dict_summary(model)
     assert sorted(summary) == sorted(expected)
     for key, (shape, total, absolute) in expected.items():
         assert summary[key][0] == shape, key

@@ -10,7 +10,7 @@ from fairseq_normformer.modules import LayerConfig, NormFormerLayer, SelfAttenti
 from fairseq_normformer.modules.deepnorm import deepnorm_constants, deepnorm_init_
 from fairseq_normformer.modules.layer_config import layers_of_spec
 from fairseq_normformer.modules.layer_norm import Norm
-from fairseq_normformer.modules.operations import NORM_KINDS
+from fairseq_normformer.hf.norm_kinds import NORM_KINDS
 
 T, B, D, F, H = 5, 2, 24, 40, 3
 EPS = 1e-5
@@ -50,7 +50,7 @@ def norm_eq(norm, x):
     return layer_norm_eq(x, params["weight"], params.get("bias"))
 
 
-@pytest.mark.parametrize("kind", [k.name for k in NORM_KINDS])
+@pytest.mark.parametrize("kind", list(NORM_KINDS))
 def test_each_norm_kind_is_its_equation_with_its_parameter_count(kind):
     norm = perturbed_(Norm(kind, D))
     x = 3 * torch.randn(T, B, D) + 1
@@ -58,7 +58,7 @@ def test_each_norm_kind_is_its_equation_with_its_parameter_count(kind):
     args = {"dyt": ("alpha", "weight", "bias"), "layernorm": ("weight", "bias")}.get(kind, ("weight",))
     params = dict(norm.named_parameters())
     torch.testing.assert_close(norm(x), expected[kind](x, *(params[a] for a in args)), atol=1e-5, rtol=1e-5)
-    per_norm = next(k.per_norm for k in NORM_KINDS if k.name == kind)
+    per_norm = NORM_KINDS[kind].per_norm
     assert sum(p.numel() for p in norm.parameters()) == {"2n": 2 * D, "n": D, "2n+1": 2 * D + 1}[per_norm]
 
 
