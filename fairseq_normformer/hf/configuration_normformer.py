@@ -24,6 +24,8 @@ SETTINGS = dict(
     ffn_norm_type=None,  # the FFN LN's kind ("layernorm", "layernorm_nobias", "rmsnorm"); None: norm_type
     normformer_layers=None,  # the layers with the paper's operations (scale_*), e.g. [0]; None: all
     deepnorm_alpha=None,  # DeepNorm's residual scale α (Post-LN: LN(α x + f(x))); None: 1
+    post_ln_layers=None,  # Mix-LN: the layers that are Post-LN in a Pre-LN stack, e.g. [0]; None: none
+    ln_scaling=False,  # LayerNorm Scaling: each Pre-LN sublayer norm's output × 1/sqrt(1-based layer index)
     position_embedding_type="sinusoidal",  # "sinusoidal", "learned" or "none"
     max_position_embeddings=1024,
     embed_scale=1.0,  # fairseq multiplies token embeddings by sqrt(d) unless --no-scale-embedding
@@ -37,7 +39,7 @@ SETTINGS = dict(
 # decoder, and the encoder's own values of these are stored as encoder_<name> (encoder_vocab_size, ...).
 ENCODER_SETTINGS = ("vocab_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                     "position_embedding_type", "max_position_embeddings", "final_layer_norm", "normformer_layers",
-                    "deepnorm_alpha")  # fmt: skip
+                    "deepnorm_alpha", "post_ln_layers")  # fmt: skip
 SEQ2SEQ_SETTINGS = dict(
     scale_enc_heads=False,  # HeadScale on the encoder attention: our extension of Eq. 3, not in the paper
     scale_enc_attn=False,  # LayerNorm on the encoder-attention output: our extension of Fig. 1

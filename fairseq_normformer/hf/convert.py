@@ -82,6 +82,7 @@ def stack_settings(stack, dictionary) -> dict:
         final_layer_norm=stack.layer_norm is not None,
         normformer_layers=cfg.normformer_layer_indices(len(stack.layers)),
         deepnorm_alpha=cfg.deepnorm_alpha,
+        post_ln_layers=cfg.post_ln_layer_indices(len(stack.layers)),
     )
 
 
@@ -97,6 +98,7 @@ def layer_settings(stack) -> dict:
         layernorm_embedding=stack.layernorm_embedding is not None,
         norm_type=cfg.norm_type,
         ffn_norm_type=cfg.ffn_norm_kind,
+        ln_scaling=cfg.ln_scaling,
         **{op.field: getattr(cfg, op.field) for op in OPERATIONS},
     )
 

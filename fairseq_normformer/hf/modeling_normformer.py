@@ -134,7 +134,9 @@ class NormFormerLayer(nn.Module):
         d, f = config.hidden_size, config.intermediate_size
         in_spec = config.normformer_layers is None or layer_idx in config.normformer_layers
         op = lambda name: in_spec and getattr(config, name)  # noqa: E731  (the paper's operations)
-        self.normalize_before = config.normalize_before
+        post_ln = config.post_ln_layers is not None and layer_idx in config.post_ln_layers  # Mix-LN
+        self.normalize_before = config.normalize_before and not post_ln
+        self.ln_scale = (layer_idx + 1) ** -0.5 if config.ln_scaling else None  # LayerNorm Scaling: _pre_norm
         self.self_attn = NormFormerAttention(config, layer_idx, op("scale_qkv"), op("scale_heads"), config.qk_norm)
         self.self_attn_layer_norm = layer_norm(config, d)
         sandwich = config.sandwich_norm  # a norm on each sublayer's output; its attention half is Post-Attn LN
@@ -163,8 +165,12 @@ class NormFormerLayer(nn.Module):
         residual = x if residual_scale is None else residual_scale * x
         if self.deepnorm_alpha is not None:
             residual = self.deepnorm_alpha * residual
-        x = residual + fn(norm(x) if self.normalize_before else x)
+        x = residual + fn(self._pre_norm(norm, x) if self.normalize_before else x)
         return x if self.normalize_before else norm(x)
+
+    def _pre_norm(self, norm, x):
+        """LayerNorm Scaling (Sun et al. 2025): LN(x) / sqrt(ℓ), ℓ the 1-based layer index."""
+        return norm(x) if self.ln_scale is None else norm(x) * self.ln_scale
 
 
 class NormFormerPreTrainedModel(PreTrainedModel):

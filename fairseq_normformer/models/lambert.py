@@ -96,7 +96,8 @@ class LambertEmbeddings(nn.Module):
 def check_lambert_supports(cfg: LayerConfig) -> None:
     """The norm-bench options LaMBERT's layers and stack do not implement, refused by name."""
     unsupported = {"--qk-norm": cfg.qk_norm, "--norm-type": cfg.norm_type != "layernorm",
-                   "--normformer-layers": cfg.normformer_layers != "all", "--deepnorm": cfg.deepnorm_alpha is not None}
+                   "--normformer-layers": cfg.normformer_layers != "all", "--deepnorm": cfg.deepnorm_alpha is not None,
+                   "--post-ln-layers": cfg.post_ln_layers is not None, "--ln-scaling": cfg.ln_scaling}
     named = [flag for flag, asked in unsupported.items() if asked]
     if named:
         raise BadInput(f"lambert does not implement {', '.join(named)}")

@@ -57,6 +57,16 @@ class NormFormerOptions(NormFormerSwitches):
         metadata={"help": "which layers have the NormFormer paper's operations (--scale-*): all, first:K, "
                   "last:K or 0-based indices such as 0,3,5"},
     )  # fmt: skip
+    post_ln_layers: Optional[str] = field(
+        default=None,
+        metadata={"help": "Mix-LN (Li et al. 2024): these layers Post-LN, the others Pre-LN (without --post-ln): "
+                  "first:K (the paper's early layers), last:K, all or 0-based indices such as 0,3,5"},
+    )  # fmt: skip
+    ln_scaling: bool = field(
+        default=False,
+        metadata={"help": "LayerNorm Scaling (Sun et al. 2025): each Pre-LN sublayer norm's output × 1/sqrt(l), "
+                  "l the layer's 1-based index"},
+    )  # fmt: skip
 
 
 # normformer_transformer only: the encoder-attention operations, our extension (not in the paper).

@@ -42,21 +42,36 @@ class LayerConfig(OperationSwitches):
     normformer_layers: str = "all"  # which layers of a stack have the paper's operations (layers_of_spec)
     deepnorm_alpha: Optional[float] = None  # DeepNorm's residual scale α (modules/deepnorm.py); None: off
     deepnorm_beta: Optional[float] = None  # and its init scale β
+    post_ln_layers: Optional[str] = None  # Mix-LN: the layers that are Post-LN (layers_of_spec); None: none
+    ln_scaling: bool = False  # LayerNorm Scaling: each Pre-LN norm's output × 1/sqrt(layer_number)
+    layer_number: int = 1  # the layer's 1-based index in its stack (set by for_layer)
 
     @property
     def ffn_norm_kind(self) -> str:
         return self.ffn_norm_type or self.norm_type
 
     def for_layer(self, index: int, num_layers: int) -> "LayerConfig":
-        """Layer ``index``'s settings: without the NormFormer paper's operations where --normformer-layers
-        leaves it out (the later schemes, --qk-norm and --sandwich-norm, act in every layer)."""
-        if index in layers_of_spec(self.normformer_layers, num_layers):
-            return self
-        return replace(self, **{op.field: False for op in OPERATIONS if op.normformer_paper})
+        """Layer ``index``'s settings: its 1-based number; without the NormFormer paper's operations where
+        --normformer-layers leaves it out (the later schemes, --qk-norm and --sandwich-norm, act in every
+        layer); Post-LN where --post-ln-layers puts it (Mix-LN)."""
+        paper_ops = index in layers_of_spec(self.normformer_layers, num_layers)
+        post_ln = index in (self.post_ln_layer_indices(num_layers) or ())
+        return replace(
+            self,
+            layer_number=index + 1,
+            normalize_before=self.normalize_before and not post_ln,
+            **({} if paper_ops else {op.field: False for op in OPERATIONS if op.normformer_paper}),
+        )
 
     def normformer_layer_indices(self, num_layers: int) -> Optional[list]:
         """The layers of a stack of ``num_layers`` that have the paper's operations; None: all of them."""
         return None if self.normformer_layers == "all" else list(layers_of_spec(self.normformer_layers, num_layers))
+
+    def post_ln_layer_indices(self, num_layers: int) -> Optional[list]:
+        """Mix-LN's Post-LN layers of a stack of ``num_layers``; None without --post-ln-layers."""
+        if self.post_ln_layers is None:
+            return None
+        return list(layers_of_spec(self.post_ln_layers, num_layers, "--post-ln-layers"))
 
     def __post_init__(self):
         if self.embed_dim % self.attention_heads != 0:
@@ -107,6 +122,12 @@ class LayerConfig(OperationSwitches):
         spec = str(get("normformer_layers", "all"))
         if spec != "all":
             layers_of_spec(spec, layers)  # a bad spec fails here, before anything is built
+        post_ln_layers = get("post_ln_layers") and str(get("post_ln_layers"))
+        if post_ln_layers is not None:
+            check_mix_ln(normalize_before)
+            layers_of_spec(post_ln_layers, layers, "--post-ln-layers")
+        if get("ln_scaling", False):
+            check_ln_scaling(normalize_before)
         return cls(
             embed_dim=get(f"{side}_embed_dim"),
             ffn_embed_dim=get(f"{side}_ffn_embed_dim"),
@@ -125,12 +146,25 @@ class LayerConfig(OperationSwitches):
             normformer_layers=spec,
             deepnorm_alpha=deepnorm[0],
             deepnorm_beta=deepnorm[1],
+            post_ln_layers=post_ln_layers,
+            ln_scaling=bool(get("ln_scaling", False)),
             **{op.field: bool(get(op.field, False)) for op in LAYER_SWITCHES},
         )
 
 
-def layers_of_spec(spec: str, num_layers: int) -> Tuple[int, ...]:
-    """--normformer-layers: ``all``, ``first:K``, ``last:K`` or 0-based indices ``0,3,5`` -> the layers."""
+def check_mix_ln(normalize_before: bool) -> None:
+    if not normalize_before:
+        raise BadInput("--post-ln-layers makes some layers of a Pre-LN stack Post-LN (Mix-LN): drop --post-ln")
+
+
+def check_ln_scaling(normalize_before: bool) -> None:
+    if not normalize_before:
+        raise BadInput("--ln-scaling scales the Pre-LN norms' outputs; a Post-LN stack has none: drop --post-ln")
+
+
+def layers_of_spec(spec: str, num_layers: int, flag: str = "--normformer-layers") -> Tuple[int, ...]:
+    """--normformer-layers, --post-ln-layers: ``all``, ``first:K``, ``last:K`` or 0-based indices ``0,3,5``
+    -> the layers."""
     if spec == "all":
         return tuple(range(num_layers))
     every = range(num_layers)
@@ -142,6 +176,6 @@ def layers_of_spec(spec: str, num_layers: int) -> Tuple[int, ...]:
     if not bounded and indices and indices[-1] < num_layers:
         return tuple(indices)
     raise BadInput(
-        f"--normformer-layers {spec!r}: expected all, first:K, last:K (K <= {num_layers}) or layer indices "
+        f"{flag} {spec!r}: expected all, first:K, last:K (K <= {num_layers}) or layer indices "
         f"0..{num_layers - 1} such as 0,3,5"
     )

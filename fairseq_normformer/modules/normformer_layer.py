@@ -53,6 +53,7 @@ class NormFormerLayer(nn.Module):
         self.w_resid = nn.Parameter(torch.ones(d)) if cfg.scale_resids else None
         self.final_layer_norm = norm(d)
         self.deepnorm_alpha = cfg.deepnorm_alpha  # DeepNorm: LN(α x + f(x)) (Wang et al. 2022); None: α = 1
+        self.ln_scale = cfg.layer_number**-0.5 if cfg.ln_scaling else None  # LayerNorm Scaling: pre_norm
 
     # -- override hooks, as fairseq's TransformerDecoderLayerBase --
     def build_self_attention(self, cfg: LayerConfig) -> nn.Module:
@@ -102,9 +103,14 @@ class NormFormerLayer(nn.Module):
         residual = x if residual_scale is None else residual_scale * x
         if self.deepnorm_alpha is not None:
             residual = self.deepnorm_alpha * residual
-        h = fn(norm(x) if self.normalize_before else x)
+        h = fn(self.pre_norm(norm, x) if self.normalize_before else x)
         x = self.residual_connection(self.dropout_module(h), residual)
         return x if self.normalize_before else norm(x)
+
+    def pre_norm(self, norm: nn.Module, x: Tensor) -> Tensor:
+        """A Pre-LN sublayer's input norm. LayerNorm Scaling (Sun et al. 2025, "The Curse of Depth"):
+        LN(x) / sqrt(ℓ), ℓ the layer's 1-based index in its stack."""
+        return norm(x) if self.ln_scale is None else norm(x) * self.ln_scale
 
 
 class NormFormerDecoderLayer(NormFormerLayer):

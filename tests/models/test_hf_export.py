@@ -51,6 +51,7 @@ LM_FAMILIES = {
     "dyt_ffn_ln_nobias_last_layer": ["--norm-type", "dyt", "--scale-attn", "--scale-fc", "--scale-heads",
                                      "--ffn-norm-type", "layernorm_nobias", "--normformer-layers", "last:1"],
     "deepnorm_ffn_rmsnorm": ["--post-ln", "--deepnorm", "--scale-fc", "--ffn-norm-type", "rmsnorm"],
+    "mix_ln_ln_scaling_qk_norm": ["--post-ln-layers", "first:1", "--ln-scaling", "--qk-norm"],
 }
 
 
@@ -77,6 +78,7 @@ ENCODER_FAMILIES = {
     "roberta_sandwich_qk_norm_rmsnorm": ("preln_roberta_base", ["--sandwich-norm", "--qk-norm", "--norm-type", "rmsnorm"]),
     "bert_deepnorm_dyt_first_layer": ("postln_bert_base", ["--deepnorm", "--norm-type", "dyt", "--qk-norm", "--scale-fc",
                                                            "--scale-heads", "--normformer-layers", "0"]),
+    "roberta_mix_ln_ln_scaling_qk_norm": ("preln_roberta_base", ["--post-ln-layers", "0", "--ln-scaling", "--qk-norm"]),
 }
 
 

@@ -29,6 +29,8 @@ FAMILIES = {  # arch, flags, one dictionary for both sides
     "deepnorm_rmsnorm_sandwich_qk_norm_first_layer": ("postln_transformer_iwslt_de_en", [
         "--deepnorm", "--norm-type", "rmsnorm", "--sandwich-norm", "--qk-norm", "--scale-heads", "--scale-fc",
         "--normformer-layers", "first:1"], False),
+    "mix_ln_ln_scaling_qk_norm": ("preln_transformer_iwslt_de_en", [
+        "--post-ln-layers", "first:1", "--ln-scaling", "--qk-norm", "--decoder-layers", "3"], False),
 }  # fmt: skip
 
 

@@ -1,0 +1,95 @@
+"""Mix-LN (--post-ln-layers) and LayerNorm Scaling (--ln-scaling) on whole models, against the stack written out
+in plain torch, and the issue's acceptance checks: Mix-LN with no Post-LN layer is Pre-LN exactly; LayerNorm
+Scaling changes the first loss, not the parameters."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fairseq_normformer.checks import BadInput
+
+from .encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask
+from .lm_builders import TINY, _perturb_1d_, normformer_lm, tiny_dictionary
+
+EPS = 1e-5
+
+
+def layer_norm_eq(x, norm):  # (x − mean(x)) / sqrt(var(x) + ε) · g + b
+    centered = x - x.mean(-1, keepdim=True)
+    return centered / torch.sqrt(centered.pow(2).mean(-1, keepdim=True) + EPS) * norm.weight + norm.bias
+
+
+def layer_eq(layer, x, post_ln: bool, scale: float):
+    """One layer: Pre-LN x + f(LN(x) · scale) (LayerNorm Scaling: scale = 1/sqrt(ℓ)), or Post-LN LN(x + f(x))."""
+
+    def sublayer(x, norm, f):
+        return layer_norm_eq(x + f(x), norm) if post_ln else x + f(layer_norm_eq(x, norm) * scale)
+
+    x = sublayer(x, layer.self_attn_layer_norm, lambda h: layer.self_attn(h, None, True, None))
+    return sublayer(x, layer.final_layer_norm, lambda h: layer.fc2(F.relu(layer.fc1(h))))
+
+
+def lm(*flags, seed=1):
+    torch.manual_seed(seed)
+    return normformer_lm(tiny_dictionary(), flags=TINY + ["--decoder-layers", "3", *flags]).eval()
+
+
+TOKENS = torch.randint(4, 50, (2, 9), generator=torch.Generator().manual_seed(0))
+
+
+@pytest.mark.parametrize("flags, post_ln_layers, scaled", [
+    (["--post-ln-layers", "first:1"], {0}, False),
+    (["--ln-scaling"], set(), True),
+    (["--post-ln-layers", "0,2", "--ln-scaling"], {0, 2}, True),
+])  # fmt: skip
+@torch.no_grad()
+def test_the_stack_is_its_equations(flags, post_ln_layers, scaled):
+    model = lm(*flags)
+    _perturb_1d_(model, 0.3)
+    decoder = model.decoder
+    x = (decoder.embed_scale * decoder.embed_tokens(TOKENS) + decoder.embed_positions(TOKENS)).transpose(0, 1)
+    for i, layer in enumerate(decoder.layers):
+        x = layer_eq(layer, x, post_ln=i in post_ln_layers, scale=1 / math.sqrt(i + 1) if scaled else 1.0)
+    expected = decoder.output_layer(layer_norm_eq(x, decoder.layer_norm).transpose(0, 1))
+    torch.testing.assert_close(model(TOKENS)[0], expected, atol=1e-5, rtol=1e-5)
+
+
+def roberta(*flags, seed=1):
+    torch.manual_seed(seed)
+    return build_encoder_model("preln_roberta_base", dictionary_with_mask(), TINY_ENCODER + list(flags)).eval()
+
+
+def first_loss(model):
+    logits = model(TOKENS)[0]
+    return F.cross_entropy(logits[:, :-1].flatten(0, 1), TOKENS[:, 1:].flatten()).item()
+
+
+def num_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize("build", [lm, roberta])
+@torch.no_grad()
+def test_mix_ln_with_no_post_ln_layer_is_pre_ln_exactly(build):
+    pre_ln, mix_ln = build(), build("--post-ln-layers", "first:0")
+    assert torch.equal(mix_ln(TOKENS)[0], pre_ln(TOKENS)[0])  # (first:1 acts: test_the_stack_is_its_equations)
+
+
+@pytest.mark.parametrize("build", [lm, roberta])
+@torch.no_grad()
+def test_ln_scaling_changes_the_first_loss_not_the_parameters(build):
+    pre_ln, scaled = build(), build("--ln-scaling")
+    assert {n: p.shape for n, p in scaled.named_parameters()} == {n: p.shape for n, p in pre_ln.named_parameters()}
+    assert all(torch.equal(p, q) for p, q in zip(scaled.parameters(), pre_ln.parameters()))
+    assert abs(first_loss(scaled) - first_loss(pre_ln)) > 1e-4
+
+
+@pytest.mark.parametrize("build, flags, message", [
+    (lm, ["--post-ln", "--post-ln-layers", "first:1"], r"^--post-ln-layers makes some layers .*: drop --post-ln$"),
+    (roberta, ["--post-ln-layers", "first:3"], r"^--post-ln-layers 'first:3': expected all, first:K, last:K \(K <= 2\)"),
+    (lm, ["--post-ln", "--ln-scaling"], r"^--ln-scaling scales the Pre-LN norms' outputs.*: drop --post-ln$"),
+])  # fmt: skip
+def test_bad_options_are_one_line_naming_the_flag(build, flags, message):
+    with pytest.raises(BadInput, match=message):
+        build(*flags)
