@@ -1,1 +1,1 @@
-from . import extractive_qa, mlm_nsp, token_classification  # noqa: F401
+from . import extractive_qa, mlm_nsp, token_classification, zloss  # noqa: F401

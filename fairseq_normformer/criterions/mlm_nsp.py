@@ -12,7 +12,8 @@ gradient-accumulation steps gives exactly the mean of loss_s over all of them, h
 is split. Only the masked positions go through the LM and SBO heads (as fairseq's ``masked_lm``).
 The NSP term is there when the batch has NSP labels (not with the task's ``--no-nsp``).
 The logged ``mlm_loss``/``mlm_ppl``/``sbo_loss`` are per masked token over all sequences; losses
-are in base 2.
+are in base 2. With ``--zloss`` the MLM term of each sequence adds the mean of coef · log²Z over its masked
+tokens (criterions/zloss.py), logged as ``zloss`` per sequence; the logged ``loss`` includes it.
 """
 import math
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
+from .zloss import ZLOSS_HELP, check_zloss, log_zloss, z_loss
+
 
 @dataclass
 class MlmNspCriterionConfig(FairseqDataclass):
@@ -32,6 +35,7 @@ class MlmNspCriterionConfig(FairseqDataclass):
         metadata={"help": "weight of SpanBERT's span boundary objective (SpanBERT: 1); 0: normformer_bert builds "
                   "no SBO head"},
     )  # fmt: skip
+    zloss: float = field(default=0.0, metadata={"help": ZLOSS_HELP + " (of the masked tokens' MLM logits)"})
 
 
 @register_criterion("mlm_nsp", dataclass=MlmNspCriterionConfig)
@@ -39,6 +43,8 @@ class MlmNspCriterion(FairseqCriterion):
     def __init__(self, cfg: MlmNspCriterionConfig, task):
         super().__init__(task)
         self.nsp_loss_weight, self.sbo_loss_weight = cfg.nsp_loss_weight, cfg.sbo_loss_weight
+        check_zloss(cfg.zloss)
+        self.zloss = cfg.zloss
 
     def forward(self, model, sample, reduce=True):
         masked = sample["target"].ne(self.padding_idx)  # (B, T)
@@ -56,6 +62,10 @@ class MlmNspCriterion(FairseqCriterion):
                           "sample_size": sample["nsentences"], "n_masked": n_masked.sum().data}  # fmt: skip
         token_nll = self.log_token_loss("mlm", mlm_logits, targets, logging_output)
         loss = per_sequence_mean(token_nll).sum()
+        if self.zloss:
+            z = per_sequence_mean(z_loss(mlm_logits, self.zloss)).sum()
+            logging_output["zloss"] = z.data
+            loss = loss + z
         if "sbo_logits" in extra:
             sbo_nll = self.log_token_loss("sbo", extra["sbo_logits"], targets, logging_output)
             loss = loss + self.sbo_loss_weight * per_sequence_mean(sbo_nll).sum()
@@ -92,6 +102,7 @@ class MlmNspCriterion(FairseqCriterion):
             metrics.log_scalar("mlm_loss", total("mlm_loss") / n_masked / math.log(2), n_masked, round=3)
             metrics.log_scalar("mlm_accuracy", 100.0 * total("mlm_correct") / n_masked, n_masked, round=2)
             metrics.log_derived("mlm_ppl", lambda meters: utils.get_perplexity(meters["mlm_loss"].avg))
+        log_zloss(logging_outputs, "sample_size")
         if n_masked > 0 and logged("sbo_loss"):
             metrics.log_scalar("sbo_loss", total("sbo_loss") / n_masked / math.log(2), n_masked, round=3)
             metrics.log_scalar("sbo_accuracy", 100.0 * total("sbo_correct") / n_masked, n_masked, round=2)

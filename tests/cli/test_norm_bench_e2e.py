@@ -59,25 +59,27 @@ def test_the_lm_logs_the_parameters_of_its_equations(runs, tiny_lm_corpus):
     assert logged == expected
 
 
-DEPTH_SCHEMES = ["--post-ln-layers", "first:1", "--ln-scaling"]  # Mix-LN and LayerNorm Scaling (Pre-LN stacks)
+DEPTH_SCHEMES = ["--post-ln-layers", "first:1", "--ln-scaling", "--zloss", "1e-4"]  # Mix-LN, LN Scaling, z-loss
 
 
 @pytest.fixture(scope="module")
 def depth_runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("depth_schemes")
-    args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *DEPTH_SCHEMES, "--qk-norm"),
+    args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *DEPTH_SCHEMES, "--qk-norm",
+                         "--criterion", "cross_entropy_zloss"),
             tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *DEPTH_SCHEMES)]  # fmt: skip
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(["lm", "mlm"], pool.map(train, args), strict=True)), root
 
 
 @pytest.mark.parametrize("name", ["lm", "mlm"])
-def test_mix_ln_and_ln_scaling_train_through_fairseq_train(depth_runs, name):
+def test_mix_ln_ln_scaling_and_zloss_train_through_fairseq_train(depth_runs, name):
     runs, root = depth_runs
     result = runs[name]
     assert python_warnings(result.stdout, result.stderr) == []
-    losses = [float(stats["loss"]) for stats in logged_updates(result.stdout).values()]
-    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses), losses
+    updates = logged_updates(result.stdout).values()
+    losses = [float(stats[key]) for stats in updates for key in ("loss", "zloss")]
+    assert len(losses) == 4 and all(math.isfinite(loss) and loss > 0 for loss in losses), losses
     model_cfg = torch.load(root / name / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"]
     get = model_cfg.get if isinstance(model_cfg, dict) else lambda key: getattr(model_cfg, key)
     assert (get("post_ln_layers"), get("ln_scaling"), get("post_ln")) == ("first:1", True, False)
