@@ -99,6 +99,7 @@ def layer_settings(stack) -> dict:
         norm_type=cfg.norm_type,
         ffn_norm_type=cfg.ffn_norm_kind,
         ln_scaling=cfg.ln_scaling,
+        rezero=cfg.rezero,
         **{op.field: getattr(cfg, op.field) for op in OPERATIONS},
     )
 

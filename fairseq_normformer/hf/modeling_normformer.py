@@ -87,6 +87,11 @@ def layer_norm(config: NormFormerConfig, dim: int, kind: Optional[str] = None) -
     return build_norm(kind or config.norm_type, dim, config.layer_norm_eps)
 
 
+def sublayer_norm(config: NormFormerConfig, dim: int) -> nn.Module:
+    """Each sublayer's own norm and the LM head's: none (Identity) with ReZero."""
+    return layer_norm(config, dim, "none" if config.rezero else None)
+
+
 class NormFormerAttention(nn.Module):
     def __init__(self, config: NormFormerConfig, layer_idx: int, scale_qkv: bool, scale_heads: bool, qk_norm: bool):
         super().__init__()
@@ -138,7 +143,7 @@ class NormFormerLayer(nn.Module):
         self.normalize_before = config.normalize_before and not post_ln
         self.ln_scale = (layer_idx + 1) ** -0.5 if config.ln_scaling else None  # LayerNorm Scaling: _pre_norm
         self.self_attn = NormFormerAttention(config, layer_idx, op("scale_qkv"), op("scale_heads"), config.qk_norm)
-        self.self_attn_layer_norm = layer_norm(config, d)
+        self.self_attn_layer_norm = sublayer_norm(config, d)
         sandwich = config.sandwich_norm  # a norm on each sublayer's output; its attention half is Post-Attn LN
         self.attn_ln = layer_norm(config, d) if op("scale_attn") or sandwich else nn.Identity()  # Post-Attn LN
         self.fc1, self.fc2 = nn.Linear(d, f), nn.Linear(f, d)
@@ -146,7 +151,8 @@ class NormFormerLayer(nn.Module):
         self.ffn_layernorm = layer_norm(config, f, config.ffn_norm_type) if op("scale_fc") else nn.Identity()  # FFN LN
         self.ffn_out_ln = layer_norm(config, d) if sandwich else nn.Identity()
         self.w_resid = nn.Parameter(torch.ones(d)) if op("scale_resids") else None  # ResScale λ_resid
-        self.final_layer_norm = layer_norm(config, d)
+        self.final_layer_norm = sublayer_norm(config, d)
+        self.rezero_alpha = nn.Parameter(torch.zeros(1)) if config.rezero else None  # ReZero's α
         self.deepnorm_alpha = config.deepnorm_alpha  # DeepNorm: LN(α x + f(x))
 
     def forward(self, x: Tensor, mask: Optional[Tensor], cache: Optional[Cache]) -> Tensor:
@@ -165,7 +171,8 @@ class NormFormerLayer(nn.Module):
         residual = x if residual_scale is None else residual_scale * x
         if self.deepnorm_alpha is not None:
             residual = self.deepnorm_alpha * residual
-        x = residual + fn(self._pre_norm(norm, x) if self.normalize_before else x)
+        h = fn(self._pre_norm(norm, x) if self.normalize_before else x)
+        x = residual + (h if self.rezero_alpha is None else self.rezero_alpha * h)  # ReZero: x + α f(x)
         return x if self.normalize_before else norm(x)
 
     def _pre_norm(self, norm, x):
@@ -302,7 +309,7 @@ class NormFormerLMHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation_fn = ACTIVATIONS[config.hidden_act]
-        self.layer_norm = layer_norm(config, config.hidden_size)
+        self.layer_norm = sublayer_norm(config, config.hidden_size)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
 
     def forward(self, x: Tensor) -> Tensor:

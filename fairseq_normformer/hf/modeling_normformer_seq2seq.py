@@ -16,7 +16,7 @@ from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPa
 
 from .configuration_normformer import NormFormerConfig
 from .modeling_normformer import NormFormerAttention, NormFormerLayer, NormFormerModel, NormFormerPreTrainedModel
-from .modeling_normformer import layer_norm
+from .modeling_normformer import layer_norm, sublayer_norm
 
 
 class NormFormerEncoderAttention(NormFormerAttention):
@@ -46,7 +46,7 @@ class NormFormerCrossAttentionLayer(NormFormerLayer):
         super().__init__(config, layer_idx)
         d = config.hidden_size
         self.encoder_attn = NormFormerEncoderAttention(config, layer_idx)
-        self.encoder_attn_layer_norm = layer_norm(config, d)
+        self.encoder_attn_layer_norm = sublayer_norm(config, d)
         self.enc_attn_ln = layer_norm(config, d) if config.scale_enc_attn or config.sandwich_norm else nn.Identity()
 
     def forward(self, x, mask, cache: Optional[EncoderDecoderCache], encoder_states, encoder_mask):

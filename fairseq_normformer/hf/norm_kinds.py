@@ -66,9 +66,11 @@ NORM_KINDS = {
                  ("--norm-type", "--ffn-norm-type"), lambda n, eps: nn.RMSNorm(n, eps=eps), rms_norm),
         NormKind("dyt", "Zhu et al. 2025, DyT", "tanh(α x) · g + b, α one learned scalar per norm (init 0.5)",
                  "2n+1", ("--norm-type",), lambda n, eps: DyT(n)),
+        NormKind("none", "ReZero (Bachlechner et al. 2021): no norm; `--rezero` sets the sublayers', the stack's "
+                 "and the LM head's", "x", "0", (), lambda n, eps: nn.Identity()),
     )
 }  # fmt: skip
-NORM_MODULES = tuple({type(kind.build(1, 1e-5)) for kind in NORM_KINDS.values()})  # the HF model's _init_weights
+NORM_MODULES = tuple({type(kind.build(1, 1e-5)) for kind in NORM_KINDS.values()} - {nn.Identity})  # for _init_weights
 
 
 def build_norm(kind: str, dim: int, eps: float = 1e-5) -> nn.Module:

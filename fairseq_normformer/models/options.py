@@ -62,6 +62,11 @@ class NormFormerOptions(NormFormerSwitches):
         metadata={"help": "Mix-LN (Li et al. 2024): these layers Post-LN, the others Pre-LN (without --post-ln): "
                   "first:K (the paper's early layers), last:K, all or 0-based indices such as 0,3,5"},
     )  # fmt: skip
+    rezero: bool = field(
+        default=False,
+        metadata={"help": "ReZero (Bachlechner et al. 2021): no norms (the layers', the final, the embedding and LM "
+                  "head's), each sublayer x + α·f(x) with α one learned scalar per layer, initialised to 0"},
+    )  # fmt: skip
     ln_scaling: bool = field(
         default=False,
         metadata={"help": "LayerNorm Scaling (Sun et al. 2025): each Pre-LN sublayer norm's output × 1/sqrt(l), "

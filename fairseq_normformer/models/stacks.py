@@ -64,9 +64,10 @@ class LayerStack:
         return Norm(cfg.norm_type, dim or cfg.embed_dim, cfg.layernorm_impl)
 
     def build_stack_norms(self, embedding: bool, final: bool) -> None:
-        """``layernorm_embedding`` and ``layer_norm`` (fairseq's names), None where the model has none."""
-        self.layernorm_embedding = self.norm() if embedding else None
-        self.layer_norm = self.norm() if final else None
+        """``layernorm_embedding`` and ``layer_norm`` (fairseq's names), None where the model has none (ReZero's)."""
+        normed = not self.layer_cfg.rezero
+        self.layernorm_embedding = self.norm() if embedding and normed else None
+        self.layer_norm = self.norm() if final and normed else None
 
     def init_scheme_(self) -> None:
         """A scheme's initialisation of the layers, applied on the model's own (DeepNorm: W^V, W^O, FC1, FC2 × β)."""

@@ -21,8 +21,8 @@ class NormFormerCrossAttentionDecoderLayer(NormFormerLayer):
             raise ValueError("NormFormerCrossAttentionDecoderLayer is a decoder layer: build it with causal=True")
         super().__init__(cfg)
         self.encoder_attn = EncoderAttention(cfg)  # HeadScale on it: --scale-enc-heads (our extension)
-        norm = lambda: Norm(cfg.norm_type, cfg.embed_dim, cfg.layernorm_impl)  # noqa: E731
-        self.encoder_attn_layer_norm = norm()
+        norm = lambda kind=cfg.norm_type: Norm(kind, cfg.embed_dim, cfg.layernorm_impl)  # noqa: E731
+        self.encoder_attn_layer_norm = norm(cfg.sublayer_norm_kind)
         # Our extension: LayerNorm on the encoder-attention output before the residual, as Post-Attn LN;
         # the sandwich norm's on this sublayer too.
         self.enc_attn_ln = norm() if cfg.scale_enc_attn or cfg.sandwich_norm else nn.Identity()

@@ -45,6 +45,13 @@ class LayerConfig(OperationSwitches):
     post_ln_layers: Optional[str] = None  # Mix-LN: the layers that are Post-LN (layers_of_spec); None: none
     ln_scaling: bool = False  # LayerNorm Scaling: each Pre-LN norm's output × 1/sqrt(layer_number)
     layer_number: int = 1  # the layer's 1-based index in its stack (set by for_layer)
+    rezero: bool = False  # ReZero: no norm around the sublayers, x + α f(x) with α a learned scalar, init 0
+
+    @property
+    def sublayer_norm_kind(self) -> str:
+        """The kind of each sublayer's own norm (Pre-LN: on its input; Post-LN: after the residual add), the
+        stack's and the LM head's: none with --rezero."""
+        return "none" if self.rezero else self.norm_type
 
     @property
     def ffn_norm_kind(self) -> str:
@@ -128,6 +135,8 @@ class LayerConfig(OperationSwitches):
             layers_of_spec(post_ln_layers, layers, "--post-ln-layers")
         if get("ln_scaling", False):
             check_ln_scaling(normalize_before)
+        if get("rezero", False):
+            check_rezero(normalize_before)
         return cls(
             embed_dim=get(f"{side}_embed_dim"),
             ffn_embed_dim=get(f"{side}_ffn_embed_dim"),
@@ -148,6 +157,7 @@ class LayerConfig(OperationSwitches):
             deepnorm_beta=deepnorm[1],
             post_ln_layers=post_ln_layers,
             ln_scaling=bool(get("ln_scaling", False)),
+            rezero=bool(get("rezero", False)),
             **{op.field: bool(get(op.field, False)) for op in LAYER_SWITCHES},
         )
 
@@ -160,6 +170,11 @@ def check_mix_ln(normalize_before: bool) -> None:
 def check_ln_scaling(normalize_before: bool) -> None:
     if not normalize_before:
         raise BadInput("--ln-scaling scales the Pre-LN norms' outputs; a Post-LN stack has none: drop --post-ln")
+
+
+def check_rezero(normalize_before: bool) -> None:
+    if not normalize_before:
+        raise BadInput("--rezero has no norms, so nothing to place after the residual add: drop --post-ln")
 
 
 def layers_of_spec(spec: str, num_layers: int, flag: str = "--normformer-layers") -> Tuple[int, ...]:

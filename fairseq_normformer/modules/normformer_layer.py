@@ -28,7 +28,7 @@ class NormFormerLayer(nn.Module):
 
         norm = lambda dim, kind=cfg.norm_type: Norm(kind, dim, cfg.layernorm_impl)  # noqa: E731  (--norm-type)
         self.self_attn = self.build_self_attention(cfg)  # HeadScale, QKV LN and QK-norm live inside it
-        self.self_attn_layer_norm = norm(d)
+        self.self_attn_layer_norm = norm(d, cfg.sublayer_norm_kind)
         # NormFormer "Post-Attn LN": LayerNorm on the self-attention output, before the residual.
         # It is also the attention half of the sandwich norm: x + N(f(N(x))) (CogView; Peri-LN).
         self.attn_ln = norm(d) if cfg.scale_attn or cfg.sandwich_norm else nn.Identity()
@@ -51,9 +51,10 @@ class NormFormerLayer(nn.Module):
         self.ffn_out_ln = norm(d) if cfg.sandwich_norm else nn.Identity()
         # ResScale: λ_resid ⊙ x on the FFN residual (as the authors' fairseq code; §2 of the paper).
         self.w_resid = nn.Parameter(torch.ones(d)) if cfg.scale_resids else None
-        self.final_layer_norm = norm(d)
+        self.final_layer_norm = norm(d, cfg.sublayer_norm_kind)
         self.deepnorm_alpha = cfg.deepnorm_alpha  # DeepNorm: LN(α x + f(x)) (Wang et al. 2022); None: α = 1
         self.ln_scale = cfg.layer_number**-0.5 if cfg.ln_scaling else None  # LayerNorm Scaling: pre_norm
+        self.rezero_alpha = nn.Parameter(torch.zeros(1)) if cfg.rezero else None  # ReZero's α, init 0: _sublayer
 
     # -- override hooks, as fairseq's TransformerDecoderLayerBase --
     def build_self_attention(self, cfg: LayerConfig) -> nn.Module:
@@ -104,6 +105,8 @@ class NormFormerLayer(nn.Module):
         if self.deepnorm_alpha is not None:
             residual = self.deepnorm_alpha * residual
         h = fn(self.pre_norm(norm, x) if self.normalize_before else x)
+        if self.rezero_alpha is not None:  # ReZero (Bachlechner et al. 2021): x + α f(x), its norms Identity
+            h = self.rezero_alpha * h
         x = self.residual_connection(self.dropout_module(h), residual)
         return x if self.normalize_before else norm(x)
 

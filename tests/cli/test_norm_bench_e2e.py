@@ -59,7 +59,7 @@ def test_the_lm_logs_the_parameters_of_its_equations(runs, tiny_lm_corpus):
     assert logged == expected
 
 
-DEPTH_SCHEMES = ["--post-ln-layers", "first:1", "--ln-scaling", "--zloss", "1e-4"]  # Mix-LN, LN Scaling, z-loss
+DEPTH_SCHEMES = ["--post-ln-layers", "first:1", "--ln-scaling", "--zloss", "1e-4"]  # Mix-LN, LN Scaling, z-loss (+ ReZero)
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def depth_runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("depth_schemes")
     args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *DEPTH_SCHEMES, "--qk-norm",
                          "--criterion", "cross_entropy_zloss"),
-            tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *DEPTH_SCHEMES)]  # fmt: skip
+            tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *DEPTH_SCHEMES, "--rezero")]
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(["lm", "mlm"], pool.map(train, args), strict=True)), root
 
@@ -83,3 +83,7 @@ def test_mix_ln_ln_scaling_and_zloss_train_through_fairseq_train(depth_runs, nam
     model_cfg = torch.load(root / name / "checkpoint_last.pt", map_location="cpu", weights_only=False)["cfg"]["model"]
     get = model_cfg.get if isinstance(model_cfg, dict) else lambda key: getattr(model_cfg, key)
     assert (get("post_ln_layers"), get("ln_scaling"), get("post_ln")) == ("first:1", True, False)
+    weights = torch.load(root / name / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+    rezero = name == "mlm"  # ReZero: α per layer, no norm of the layers' own
+    assert ("encoder.sentence_encoder.layers.0.rezero_alpha" in weights) == rezero
+    assert any(k.endswith("self_attn_layer_norm.weight") for k in weights) != rezero

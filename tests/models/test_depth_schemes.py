@@ -1,6 +1,7 @@
-"""Mix-LN (--post-ln-layers) and LayerNorm Scaling (--ln-scaling) on whole models, against the stack written out
-in plain torch, and the issue's acceptance checks: Mix-LN with no Post-LN layer is Pre-LN exactly; LayerNorm
-Scaling changes the first loss, not the parameters."""
+"""Mix-LN (--post-ln-layers), LayerNorm Scaling (--ln-scaling) and ReZero (--rezero) on whole models, against the
+stack written out in plain torch, and the issue's acceptance checks: Mix-LN with no Post-LN layer is Pre-LN
+exactly; LayerNorm Scaling changes the first loss, not the parameters; ReZero has no norms and its first logits
+are the embedding-only model's."""
 import math
 
 import pytest
@@ -8,6 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from fairseq_normformer.checks import BadInput
+from fairseq_normformer.hf.norm_kinds import NORM_MODULES
 
 from .encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask
 from .lm_builders import TINY, _perturb_1d_, normformer_lm, tiny_dictionary
@@ -89,7 +91,44 @@ def test_ln_scaling_changes_the_first_loss_not_the_parameters(build):
     (lm, ["--post-ln", "--post-ln-layers", "first:1"], r"^--post-ln-layers makes some layers .*: drop --post-ln$"),
     (roberta, ["--post-ln-layers", "first:3"], r"^--post-ln-layers 'first:3': expected all, first:K, last:K \(K <= 2\)"),
     (lm, ["--post-ln", "--ln-scaling"], r"^--ln-scaling scales the Pre-LN norms' outputs.*: drop --post-ln$"),
+    (roberta, ["--post-ln", "--rezero"], r"^--rezero has no norms.*: drop --post-ln$"),
 ])  # fmt: skip
 def test_bad_options_are_one_line_naming_the_flag(build, flags, message):
     with pytest.raises(BadInput, match=message):
         build(*flags)
+
+
+def norm_modules(model):
+    return [name for name, m in model.named_modules() if isinstance(m, NORM_MODULES)]
+
+
+@torch.no_grad()
+def test_rezero_lm_has_no_norms_and_its_first_logits_are_the_embedding_only_models():
+    model = lm("--rezero")
+    assert norm_modules(model) == [] and [n for n, _ in model.named_parameters() if "rezero" in n] == [
+        f"decoder.layers.{i}.rezero_alpha" for i in range(3)
+    ]
+    decoder = model.decoder
+    embeddings = decoder.embed_scale * decoder.embed_tokens(TOKENS) + decoder.embed_positions(TOKENS)
+    torch.testing.assert_close(model(TOKENS)[0], F.linear(embeddings, decoder.output_projection.weight))
+
+
+@torch.no_grad()
+def test_rezero_masked_lm_has_no_norms_and_its_first_logits_are_the_embedding_only_models():
+    model = roberta("--rezero")
+    encoder, head = model.encoder.sentence_encoder, model.encoder.lm_head
+    assert norm_modules(model) == []
+    x = encoder.embed_tokens(TOKENS) + encoder.embed_positions(TOKENS)  # no padding in TOKENS; embed_scale 1
+    expected = F.linear(F.gelu(head.dense(x)), head.weight) + head.bias  # the LM head without its norm
+    torch.testing.assert_close(model(TOKENS)[0], expected, atol=1e-5, rtol=1e-5)
+
+
+@torch.no_grad()
+def test_rezero_layer_is_x_plus_alpha_f_x():
+    model = lm("--rezero")
+    layer = model.decoder.layers[1]
+    layer.rezero_alpha.fill_(0.7)
+    x = torch.randn(5, 2, 32)
+    h = x + 0.7 * layer.self_attn(x, None, True, None)  # ReZero: x + α f(x), no norm
+    expected = h + 0.7 * layer.fc2(F.relu(layer.fc1(h)))
+    torch.testing.assert_close(layer(x)[0], expected)

@@ -52,6 +52,7 @@ LM_FAMILIES = {
                                      "--ffn-norm-type", "layernorm_nobias", "--normformer-layers", "last:1"],
     "deepnorm_ffn_rmsnorm": ["--post-ln", "--deepnorm", "--scale-fc", "--ffn-norm-type", "rmsnorm"],
     "mix_ln_ln_scaling_qk_norm": ["--post-ln-layers", "first:1", "--ln-scaling", "--qk-norm"],
+    "rezero": ["--rezero"],
 }
 
 
@@ -79,6 +80,7 @@ ENCODER_FAMILIES = {
     "bert_deepnorm_dyt_first_layer": ("postln_bert_base", ["--deepnorm", "--norm-type", "dyt", "--qk-norm", "--scale-fc",
                                                            "--scale-heads", "--normformer-layers", "0"]),
     "roberta_mix_ln_ln_scaling_qk_norm": ("preln_roberta_base", ["--post-ln-layers", "0", "--ln-scaling", "--qk-norm"]),
+    "bert_rezero_normformer": ("normformer_bert_base", ["--rezero"]),
 }
 
 

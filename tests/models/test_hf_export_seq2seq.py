@@ -31,6 +31,7 @@ FAMILIES = {  # arch, flags, one dictionary for both sides
         "--normformer-layers", "first:1"], False),
     "mix_ln_ln_scaling_qk_norm": ("preln_transformer_iwslt_de_en", [
         "--post-ln-layers", "first:1", "--ln-scaling", "--qk-norm", "--decoder-layers", "3"], False),
+    "rezero": ("preln_transformer_iwslt_de_en", ["--rezero"], False),
 }  # fmt: skip
 
 

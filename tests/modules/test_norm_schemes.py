@@ -55,12 +55,13 @@ def norm_eq(norm, x):
 def test_each_norm_kind_is_its_equation_with_its_parameter_count(kind):
     norm = perturbed_(Norm(kind, D))
     x = 3 * torch.randn(T, B, D) + 1
-    expected = {"layernorm": layer_norm_eq, "layernorm_nobias": layer_norm_eq, "rmsnorm": rms_norm_eq, "dyt": dyt_eq}
-    args = {"dyt": ("alpha", "weight", "bias"), "layernorm": ("weight", "bias")}.get(kind, ("weight",))
+    expected = {"layernorm": layer_norm_eq, "layernorm_nobias": layer_norm_eq, "rmsnorm": rms_norm_eq, "dyt": dyt_eq,
+                "none": lambda x: x}
+    args = {"dyt": ("alpha", "weight", "bias"), "layernorm": ("weight", "bias"), "none": ()}.get(kind, ("weight",))
     params = dict(norm.named_parameters())
     torch.testing.assert_close(norm(x), expected[kind](x, *(params[a] for a in args)), atol=1e-5, rtol=1e-5)
     per_norm = NORM_KINDS[kind].per_norm
-    assert sum(p.numel() for p in norm.parameters()) == {"2n": 2 * D, "n": D, "2n+1": 2 * D + 1}[per_norm]
+    assert sum(p.numel() for p in norm.parameters()) == {"2n": 2 * D, "n": D, "2n+1": 2 * D + 1, "0": 0}[per_norm]
 
 
 def test_dyt_alpha_is_one_scalar_initialised_at_one_half():
