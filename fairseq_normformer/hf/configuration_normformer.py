@@ -26,6 +26,7 @@ SETTINGS = dict(
     deepnorm_alpha=None,  # DeepNorm's residual scale α (Post-LN: LN(α x + f(x))); None: 1
     post_ln_layers=None,  # Mix-LN: the layers that are Post-LN in a Pre-LN stack, e.g. [0]; None: none
     rezero=False,  # ReZero: no norms, each sublayer x + α f(x) (α per layer: rezero_alpha)
+    reordered_norm=False,  # OLMo 2's order: x + N(f(x)), no norm on a sublayer's input
     ln_scaling=False,  # LayerNorm Scaling: each Pre-LN sublayer norm's output × 1/sqrt(1-based layer index)
     position_embedding_type="sinusoidal",  # "sinusoidal", "learned" or "none"
     max_position_embeddings=1024,

@@ -100,6 +100,7 @@ def layer_settings(stack) -> dict:
         ffn_norm_type=cfg.ffn_norm_kind,
         ln_scaling=cfg.ln_scaling,
         rezero=cfg.rezero,
+        reordered_norm=cfg.reordered_norm,
         **{op.field: getattr(cfg, op.field) for op in OPERATIONS},
     )
 

@@ -88,8 +88,18 @@ def layer_norm(config: NormFormerConfig, dim: int, kind: Optional[str] = None) -
 
 
 def sublayer_norm(config: NormFormerConfig, dim: int) -> nn.Module:
-    """Each sublayer's own norm and the LM head's: none (Identity) with ReZero."""
+    """Each sublayer's own norm: none (Identity) with ReZero and OLMo 2's reordered norm."""
+    return layer_norm(config, dim, "none" if config.rezero or config.reordered_norm else None)
+
+
+def stack_norm(config: NormFormerConfig, dim: int) -> nn.Module:
+    """The LM head's norm: none (Identity) with ReZero."""
     return layer_norm(config, dim, "none" if config.rezero else None)
+
+
+def output_norms(config: NormFormerConfig) -> bool:
+    """A norm on each sublayer's output: the sandwich norm's and OLMo 2's reordered norm's."""
+    return config.sandwich_norm or config.reordered_norm
 
 
 class NormFormerAttention(nn.Module):
@@ -144,7 +154,7 @@ class NormFormerLayer(nn.Module):
         self.ln_scale = (layer_idx + 1) ** -0.5 if config.ln_scaling else None  # LayerNorm Scaling: _pre_norm
         self.self_attn = NormFormerAttention(config, layer_idx, op("scale_qkv"), op("scale_heads"), config.qk_norm)
         self.self_attn_layer_norm = sublayer_norm(config, d)
-        sandwich = config.sandwich_norm  # a norm on each sublayer's output; its attention half is Post-Attn LN
+        sandwich = output_norms(config)  # a norm on each sublayer's output; its attention half is Post-Attn LN
         self.attn_ln = layer_norm(config, d) if op("scale_attn") or sandwich else nn.Identity()  # Post-Attn LN
         self.fc1, self.fc2 = nn.Linear(d, f), nn.Linear(f, d)
         self.activation_fn = ACTIVATIONS[config.hidden_act]
@@ -309,7 +319,7 @@ class NormFormerLMHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
         self.activation_fn = ACTIVATIONS[config.hidden_act]
-        self.layer_norm = sublayer_norm(config, config.hidden_size)
+        self.layer_norm = stack_norm(config, config.hidden_size)
         self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
 
     def forward(self, x: Tensor) -> Tensor:

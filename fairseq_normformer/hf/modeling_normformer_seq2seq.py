@@ -16,7 +16,7 @@ from transformers.modeling_outputs import BaseModelOutput, BaseModelOutputWithPa
 
 from .configuration_normformer import NormFormerConfig
 from .modeling_normformer import NormFormerAttention, NormFormerLayer, NormFormerModel, NormFormerPreTrainedModel
-from .modeling_normformer import layer_norm, sublayer_norm
+from .modeling_normformer import layer_norm, output_norms, sublayer_norm
 
 
 class NormFormerEncoderAttention(NormFormerAttention):
@@ -47,7 +47,7 @@ class NormFormerCrossAttentionLayer(NormFormerLayer):
         d = config.hidden_size
         self.encoder_attn = NormFormerEncoderAttention(config, layer_idx)
         self.encoder_attn_layer_norm = sublayer_norm(config, d)
-        self.enc_attn_ln = layer_norm(config, d) if config.scale_enc_attn or config.sandwich_norm else nn.Identity()
+        self.enc_attn_ln = layer_norm(config, d) if config.scale_enc_attn or output_norms(config) else nn.Identity()
 
     def forward(self, x, mask, cache: Optional[EncoderDecoderCache], encoder_states, encoder_mask):
         x = self._self_attention_block(x, mask, cache.self_attention_cache if cache is not None else None)

@@ -98,7 +98,7 @@ def check_lambert_supports(cfg: LayerConfig) -> None:
     unsupported = {"--qk-norm": cfg.qk_norm, "--norm-type": cfg.norm_type != "layernorm",
                    "--normformer-layers": cfg.normformer_layers != "all", "--deepnorm": cfg.deepnorm_alpha is not None,
                    "--post-ln-layers": cfg.post_ln_layers is not None, "--ln-scaling": cfg.ln_scaling,
-                   "--rezero": cfg.rezero}
+                   "--rezero": cfg.rezero, "--reordered-norm": cfg.reordered_norm}
     named = [flag for flag, asked in unsupported.items() if asked]
     if named:
         raise BadInput(f"lambert does not implement {', '.join(named)}")

@@ -74,7 +74,7 @@ class NormFormerRobertaEncoder(RobertaEncoder):
         return encoder
 
     def build_lm_head(self, embed_dim, output_dim, activation_fn, weight):
-        norm = Norm(self.sentence_encoder.layer_cfg.sublayer_norm_kind, embed_dim)
+        norm = Norm(self.sentence_encoder.layer_cfg.stack_norm_kind, embed_dim)
         return LMHead(embed_dim, output_dim, activation_fn, weight, norm)
 
 

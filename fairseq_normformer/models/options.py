@@ -67,6 +67,11 @@ class NormFormerOptions(NormFormerSwitches):
         metadata={"help": "ReZero (Bachlechner et al. 2021): no norms (the layers', the final, the embedding and LM "
                   "head's), each sublayer x + α·f(x) with α one learned scalar per layer, initialised to 0"},
     )  # fmt: skip
+    reordered_norm: bool = field(
+        default=False,
+        metadata={"help": "OLMo 2's norm order: x + N(f(x)) in each sublayer, a norm on its output only and none on "
+                  "its input (the sandwich norm's output norms, without its input norms); Pre-LN stacks"},
+    )  # fmt: skip
     ln_scaling: bool = field(
         default=False,
         metadata={"help": "LayerNorm Scaling (Sun et al. 2025): each Pre-LN sublayer norm's output × 1/sqrt(l), "

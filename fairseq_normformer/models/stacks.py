@@ -65,7 +65,7 @@ class LayerStack:
 
     def build_stack_norms(self, embedding: bool, final: bool) -> None:
         """``layernorm_embedding`` and ``layer_norm`` (fairseq's names), None where the model has none (ReZero's)."""
-        normed = not self.layer_cfg.rezero
+        normed = not self.layer_cfg.rezero  # ReZero: no norms
         self.layernorm_embedding = self.norm() if embedding and normed else None
         self.layer_norm = self.norm() if final and normed else None
 

@@ -25,7 +25,7 @@ class NormFormerCrossAttentionDecoderLayer(NormFormerLayer):
         self.encoder_attn_layer_norm = norm(cfg.sublayer_norm_kind)
         # Our extension: LayerNorm on the encoder-attention output before the residual, as Post-Attn LN;
         # the sandwich norm's on this sublayer too.
-        self.enc_attn_ln = norm() if cfg.scale_enc_attn or cfg.sandwich_norm else nn.Identity()
+        self.enc_attn_ln = norm() if cfg.scale_enc_attn or cfg.output_norms else nn.Identity()
 
     def forward(
         self,

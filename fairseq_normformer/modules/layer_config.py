@@ -46,12 +46,23 @@ class LayerConfig(OperationSwitches):
     ln_scaling: bool = False  # LayerNorm Scaling: each Pre-LN norm's output × 1/sqrt(layer_number)
     layer_number: int = 1  # the layer's 1-based index in its stack (set by for_layer)
     rezero: bool = False  # ReZero: no norm around the sublayers, x + α f(x) with α a learned scalar, init 0
+    reordered_norm: bool = False  # OLMo 2's order: x + N(f(x)), a norm on each sublayer's output only
 
     @property
     def sublayer_norm_kind(self) -> str:
-        """The kind of each sublayer's own norm (Pre-LN: on its input; Post-LN: after the residual add), the
-        stack's and the LM head's: none with --rezero."""
+        """The kind of each sublayer's own norm (Pre-LN: on its input; Post-LN: after the residual add): none
+        with --rezero and --reordered-norm."""
+        return "none" if self.rezero or self.reordered_norm else self.norm_type
+
+    @property
+    def stack_norm_kind(self) -> str:
+        """The kind of the stack's final and embedding norms and of the LM head's: none with --rezero."""
         return "none" if self.rezero else self.norm_type
+
+    @property
+    def output_norms(self) -> bool:
+        """A norm on each sublayer's output, before the residual add: the sandwich norm's and OLMo 2's."""
+        return self.sandwich_norm or self.reordered_norm
 
     @property
     def ffn_norm_kind(self) -> str:
@@ -137,6 +148,8 @@ class LayerConfig(OperationSwitches):
             check_ln_scaling(normalize_before)
         if get("rezero", False):
             check_rezero(normalize_before)
+        if get("reordered_norm", False):
+            check_reordered_norm(normalize_before)
         return cls(
             embed_dim=get(f"{side}_embed_dim"),
             ffn_embed_dim=get(f"{side}_ffn_embed_dim"),
@@ -158,6 +171,7 @@ class LayerConfig(OperationSwitches):
             post_ln_layers=post_ln_layers,
             ln_scaling=bool(get("ln_scaling", False)),
             rezero=bool(get("rezero", False)),
+            reordered_norm=bool(get("reordered_norm", False)),
             **{op.field: bool(get(op.field, False)) for op in LAYER_SWITCHES},
         )
 
@@ -175,6 +189,11 @@ def check_ln_scaling(normalize_before: bool) -> None:
 def check_rezero(normalize_before: bool) -> None:
     if not normalize_before:
         raise BadInput("--rezero has no norms, so nothing to place after the residual add: drop --post-ln")
+
+
+def check_reordered_norm(normalize_before: bool) -> None:
+    if not normalize_before:
+        raise BadInput("--reordered-norm puts the norm on each sublayer's output (x + N(f(x))): drop --post-ln")
 
 
 def layers_of_spec(spec: str, num_layers: int, flag: str = "--normformer-layers") -> Tuple[int, ...]:

@@ -31,7 +31,8 @@ class NormFormerLayer(nn.Module):
         self.self_attn_layer_norm = norm(d, cfg.sublayer_norm_kind)
         # NormFormer "Post-Attn LN": LayerNorm on the self-attention output, before the residual.
         # It is also the attention half of the sandwich norm: x + N(f(N(x))) (CogView; Peri-LN).
-        self.attn_ln = norm(d) if cfg.scale_attn or cfg.sandwich_norm else nn.Identity()
+        # OLMo 2's reordered norm is the sandwich norm without its input norms: x + N(f(x)).
+        self.attn_ln = norm(d) if cfg.scale_attn or cfg.output_norms else nn.Identity()
 
         self.fc1 = self.build_fc1(d, f)
         self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
@@ -48,7 +49,7 @@ class NormFormerLayer(nn.Module):
         self.fc1_act_norm = CompiledFC1ActivationNorm(cfg.activation_fn, cfg.ffn_norm_kind) if compiled else None
         self.fc2 = self.build_fc2(f, d)
         # The sandwich norm's FFN half: a norm on the FFN output, before the residual add.
-        self.ffn_out_ln = norm(d) if cfg.sandwich_norm else nn.Identity()
+        self.ffn_out_ln = norm(d) if cfg.output_norms else nn.Identity()
         # ResScale: λ_resid ⊙ x on the FFN residual (as the authors' fairseq code; §2 of the paper).
         self.w_resid = nn.Parameter(torch.ones(d)) if cfg.scale_resids else None
         self.final_layer_norm = norm(d, cfg.sublayer_norm_kind)

@@ -59,21 +59,21 @@ def test_the_lm_logs_the_parameters_of_its_equations(runs, tiny_lm_corpus):
     assert logged == expected
 
 
-DEPTH_SCHEMES = ["--post-ln-layers", "first:1", "--ln-scaling", "--zloss", "1e-4"]  # Mix-LN, LN Scaling, z-loss (+ ReZero)
+DEPTH_SCHEMES = ["--post-ln-layers", "first:1", "--ln-scaling", "--zloss", "1e-4"]  # + reordered norm (LM), ReZero (MLM)
 
 
 @pytest.fixture(scope="module")
 def depth_runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("depth_schemes")
     args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *DEPTH_SCHEMES, "--qk-norm",
-                         "--criterion", "cross_entropy_zloss"),
+                         "--reordered-norm", "--criterion", "cross_entropy_zloss"),
             tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *DEPTH_SCHEMES, "--rezero")]
     with ThreadPoolExecutor(2) as pool:
         return dict(zip(["lm", "mlm"], pool.map(train, args), strict=True)), root
 
 
 @pytest.mark.parametrize("name", ["lm", "mlm"])
-def test_mix_ln_ln_scaling_and_zloss_train_through_fairseq_train(depth_runs, name):
+def test_the_new_schemes_train_through_fairseq_train(depth_runs, name):
     runs, root = depth_runs
     result = runs[name]
     assert python_warnings(result.stdout, result.stderr) == []
@@ -84,6 +84,6 @@ def test_mix_ln_ln_scaling_and_zloss_train_through_fairseq_train(depth_runs, nam
     get = model_cfg.get if isinstance(model_cfg, dict) else lambda key: getattr(model_cfg, key)
     assert (get("post_ln_layers"), get("ln_scaling"), get("post_ln")) == ("first:1", True, False)
     weights = torch.load(root / name / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
-    rezero = name == "mlm"  # ReZero: α per layer, no norm of the layers' own
-    assert ("encoder.sentence_encoder.layers.0.rezero_alpha" in weights) == rezero
-    assert any(k.endswith("self_attn_layer_norm.weight") for k in weights) != rezero
+    assert ("encoder.sentence_encoder.layers.0.rezero_alpha" in weights) == (name == "mlm")  # ReZero: α per layer
+    assert ("decoder.layers.0.ffn_out_ln.weight" in weights) == (name == "lm")  # OLMo 2's output norm
+    assert not any(k.endswith("self_attn_layer_norm.weight") for k in weights)  # neither has input norms

@@ -1,4 +1,5 @@
-"""Mix-LN (--post-ln-layers), LayerNorm Scaling (--ln-scaling) and ReZero (--rezero) on whole models, against the
+"""Mix-LN (--post-ln-layers), LayerNorm Scaling (--ln-scaling), ReZero (--rezero) and OLMo 2's reordered norm
+(--reordered-norm) on whole models, against the
 stack written out in plain torch, and the issue's acceptance checks: Mix-LN with no Post-LN layer is Pre-LN
 exactly; LayerNorm Scaling changes the first loss, not the parameters; ReZero has no norms and its first logits
 are the embedding-only model's."""
@@ -92,6 +93,7 @@ def test_ln_scaling_changes_the_first_loss_not_the_parameters(build):
     (roberta, ["--post-ln-layers", "first:3"], r"^--post-ln-layers 'first:3': expected all, first:K, last:K \(K <= 2\)"),
     (lm, ["--post-ln", "--ln-scaling"], r"^--ln-scaling scales the Pre-LN norms' outputs.*: drop --post-ln$"),
     (roberta, ["--post-ln", "--rezero"], r"^--rezero has no norms.*: drop --post-ln$"),
+    (lm, ["--post-ln", "--reordered-norm"], r"^--reordered-norm puts the norm on each sublayer's output.*: drop --post-ln$"),
 ])  # fmt: skip
 def test_bad_options_are_one_line_naming_the_flag(build, flags, message):
     with pytest.raises(BadInput, match=message):
@@ -132,3 +134,18 @@ def test_rezero_layer_is_x_plus_alpha_f_x():
     h = x + 0.7 * layer.self_attn(x, None, True, None)  # ReZero: x + α f(x), no norm
     expected = h + 0.7 * layer.fc2(F.relu(layer.fc1(h)))
     torch.testing.assert_close(layer(x)[0], expected)
+
+
+def test_reordered_norm_has_the_output_norms_only_and_is_x_plus_n_of_f_x():
+    model = lm("--reordered-norm")
+    names = {n for n, _ in model.named_parameters()}
+    assert {"decoder.layers.0.attn_ln.weight", "decoder.layers.0.ffn_out_ln.weight", "decoder.layer_norm.weight"} <= names
+    assert not any("self_attn_layer_norm" in n or "final_layer_norm" in n for n in names)
+    assert num_params(model) == num_params(lm())  # the two norms per layer moved from input to output
+    _perturb_1d_(model, 0.3)
+    layer = model.decoder.layers[2]
+    x = torch.randn(5, 2, 32)
+    with torch.no_grad():
+        h = x + layer_norm_eq(layer.self_attn(x, None, True, None), layer.attn_ln)  # OLMo 2: x + N(f(x))
+        expected = h + layer_norm_eq(layer.fc2(F.relu(layer.fc1(h))), layer.ffn_out_ln)
+        torch.testing.assert_close(layer(x)[0], expected, atol=1e-5, rtol=1e-5)

@@ -53,6 +53,7 @@ LM_FAMILIES = {
     "deepnorm_ffn_rmsnorm": ["--post-ln", "--deepnorm", "--scale-fc", "--ffn-norm-type", "rmsnorm"],
     "mix_ln_ln_scaling_qk_norm": ["--post-ln-layers", "first:1", "--ln-scaling", "--qk-norm"],
     "rezero": ["--rezero"],
+    "reordered_norm_rmsnorm": ["--reordered-norm", "--norm-type", "rmsnorm", "--qk-norm"],
 }
 
 
@@ -81,6 +82,7 @@ ENCODER_FAMILIES = {
                                                            "--scale-heads", "--normformer-layers", "0"]),
     "roberta_mix_ln_ln_scaling_qk_norm": ("preln_roberta_base", ["--post-ln-layers", "0", "--ln-scaling", "--qk-norm"]),
     "bert_rezero_normformer": ("normformer_bert_base", ["--rezero"]),
+    "roberta_reordered_norm": ("preln_roberta_base", ["--reordered-norm"]),
 }
 
 

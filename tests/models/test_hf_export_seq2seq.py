@@ -32,6 +32,7 @@ FAMILIES = {  # arch, flags, one dictionary for both sides
     "mix_ln_ln_scaling_qk_norm": ("preln_transformer_iwslt_de_en", [
         "--post-ln-layers", "first:1", "--ln-scaling", "--qk-norm", "--decoder-layers", "3"], False),
     "rezero": ("preln_transformer_iwslt_de_en", ["--rezero"], False),
+    "reordered_norm": ("preln_transformer_iwslt_de_en", ["--reordered-norm"], False),
 }  # fmt: skip
 
 
