@@ -72,6 +72,11 @@ class NormFormerOptions(NormFormerSwitches):
         metadata={"help": "OLMo 2's norm order: x + N(f(x)) in each sublayer, a norm on its output only and none on "
                   "its input (the sandwich norm's output norms, without its input norms); Pre-LN stacks"},
     )  # fmt: skip
+    dyt_alpha: Optional[str] = field(
+        default=None,
+        metadata={"help": "DyT's α₀ per position, ATTN,FFN,FINAL: the attention sublayers' norms, the FFN's, the "
+                  "final norm (the DyT paper's 7B: 0.8,0.2,0.2); the other norms keep 0.5; needs --norm-type dyt"},
+    )  # fmt: skip
     ln_scaling: bool = field(
         default=False,
         metadata={"help": "LayerNorm Scaling (Sun et al. 2025): each Pre-LN sublayer norm's output × 1/sqrt(l), "

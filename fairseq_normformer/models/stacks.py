@@ -5,12 +5,13 @@
 config (``LayerConfig.for_layer``: --normformer-layers and the other per-layer schemes), wraps it for
 activation checkpointing and FSDP as fairseq wraps its layers, builds the stack's embedding and final norms
 in the kind asked for (--norm-type; fairseq's base classes are built without theirs), and applies a scheme's
-initialisation once the model's own is done (``init_schemes_``: DeepNorm's β).
+initialisation once the model's own is done (``init_schemes_``: DeepNorm's β, DyT's α₀ per position).
 """
 import copy
 import logging
 from dataclasses import replace
 
+import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from torch import nn
@@ -70,9 +71,24 @@ class LayerStack:
         self.layer_norm = self.norm() if final and normed else None
 
     def init_scheme_(self) -> None:
-        """A scheme's initialisation of the layers, applied on the model's own (DeepNorm: W^V, W^O, FC1, FC2 × β)."""
+        """A scheme's initialisation, applied on the model's own: DeepNorm's (W^V, W^O, FC1, FC2 × β) and DyT's
+        α₀ per position (--dyt-alpha)."""
         if self.layer_cfg.deepnorm_beta is not None:
             deepnorm_init_(self.layers, self.layer_cfg.deepnorm_beta)
+        if self.layer_cfg.dyt_alpha is not None:
+            self.init_dyt_alpha_(*self.layer_cfg.dyt_alpha)
+
+    @torch.no_grad()
+    def init_dyt_alpha_(self, attn: float, ffn: float, final: float) -> None:
+        """DyT (Zhu et al. 2025) with α₀ per position: the attention sublayers' norms (self- and encoder
+        attention), the FFN sublayer's and the stack's final norm (their 7B LLaMA: 0.8, 0.2, 0.2)."""
+        for layer in self.layers:
+            for name, alpha in (("self_attn_layer_norm", attn), ("encoder_attn_layer_norm", attn),
+                                ("final_layer_norm", ffn)):  # fmt: skip
+                if hasattr(layer, name):
+                    getattr(layer, name).alpha.fill_(alpha)
+        if self.layer_norm is not None:
+            self.layer_norm.alpha.fill_(final)
 
 
 def init_schemes_(model: nn.Module) -> nn.Module:

@@ -47,6 +47,7 @@ class LayerConfig(OperationSwitches):
     layer_number: int = 1  # the layer's 1-based index in its stack (set by for_layer)
     rezero: bool = False  # ReZero: no norm around the sublayers, x + α f(x) with α a learned scalar, init 0
     reordered_norm: bool = False  # OLMo 2's order: x + N(f(x)), a norm on each sublayer's output only
+    dyt_alpha: Optional[Tuple[float, float, float]] = None  # DyT's α₀ of the attention, FFN and final norms
 
     @property
     def sublayer_norm_kind(self) -> str:
@@ -150,6 +151,8 @@ class LayerConfig(OperationSwitches):
             check_rezero(normalize_before)
         if get("reordered_norm", False):
             check_reordered_norm(normalize_before)
+        dyt_alpha = get("dyt_alpha") and parse_dyt_alpha(str(get("dyt_alpha")), str(get("norm_type", "layernorm")),
+                                                         bool(get("rezero", False) or get("reordered_norm", False)))
         return cls(
             embed_dim=get(f"{side}_embed_dim"),
             ffn_embed_dim=get(f"{side}_ffn_embed_dim"),
@@ -172,6 +175,7 @@ class LayerConfig(OperationSwitches):
             ln_scaling=bool(get("ln_scaling", False)),
             rezero=bool(get("rezero", False)),
             reordered_norm=bool(get("reordered_norm", False)),
+            dyt_alpha=dyt_alpha,
             **{op.field: bool(get(op.field, False)) for op in LAYER_SWITCHES},
         )
 
@@ -194,6 +198,18 @@ def check_rezero(normalize_before: bool) -> None:
 def check_reordered_norm(normalize_before: bool) -> None:
     if not normalize_before:
         raise BadInput("--reordered-norm puts the norm on each sublayer's output (x + N(f(x))): drop --post-ln")
+
+
+def parse_dyt_alpha(spec: str, norm_type: str, no_input_norms: bool) -> Tuple[float, float, float]:
+    """--dyt-alpha ATTN,FFN,FINAL -> (α₀ of the attention sublayers' norms, the FFN's, the final norm's)."""
+    if norm_type != "dyt" or no_input_norms:
+        raise BadInput("--dyt-alpha sets the α₀ of DyT's sublayer and final norms: it needs --norm-type dyt "
+                       "(and no --rezero or --reordered-norm)")  # fmt: skip
+    values = re.fullmatch(r"([\d.eE+-]+),([\d.eE+-]+),([\d.eE+-]+)", spec)
+    try:
+        return tuple(float(v) for v in values.groups())
+    except (AttributeError, ValueError):
+        raise BadInput(f"--dyt-alpha {spec!r}: expected three numbers ATTN,FFN,FINAL such as 0.8,0.2,0.2") from None
 
 
 def layers_of_spec(spec: str, num_layers: int, flag: str = "--normformer-layers") -> Tuple[int, ...]:

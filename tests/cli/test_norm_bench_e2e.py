@@ -15,7 +15,8 @@ pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 L, D, F, H = 2, 32, 64, 4  # tiny_lm_args / tiny_bert_args (with NormFormer's three operations)
 SCHEMES = ["--post-ln", "--deepnorm", "--qk-norm", "--sandwich-norm"]
 LM_SCHEMES = SCHEMES + ["--norm-type", "rmsnorm", "--ffn-norm-type", "layernorm_nobias", "--normformer-layers", "first:1"]
-MLM_SCHEMES = SCHEMES + ["--norm-type", "dyt", "--ffn-norm-type", "rmsnorm", "--normformer-layers", "last:1"]
+MLM_SCHEMES = SCHEMES + ["--norm-type", "dyt", "--ffn-norm-type", "rmsnorm", "--normformer-layers", "last:1",
+                         "--dyt-alpha", "0.8,0.2,0.2"]
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +44,12 @@ def test_every_scheme_at_once_trains_through_fairseq_train(runs, name):
     assert {i for i, n in names if n == "ffn_layernorm.weight"} == {normformer_layer}
     if name == "lm":  # RMSNorm everywhere, a bias-less LayerNorm as FFN LN: no norm has a bias
         assert not any(n.endswith(("norm.bias", "ln.bias", "layernorm.bias")) for _, n in names)
-    else:  # DyT: one α per norm
+    else:  # DyT: one α per norm, --dyt-alpha's at its positions after two steps of lr 1e-3
         assert (0, "self_attn_layer_norm.alpha") in names and (0, "self_attn.q_norm.alpha") in names
+        alpha = {n: float(weights[f"encoder.sentence_encoder.layers.0.{n}.alpha"]) for n in ("self_attn_layer_norm",
+                 "final_layer_norm", "self_attn.q_norm")}  # fmt: skip
+        assert alpha == pytest.approx({"self_attn_layer_norm": 0.8, "final_layer_norm": 0.2, "self_attn.q_norm": 0.5},
+                                      abs=0.01)
 
 
 def test_the_lm_logs_the_parameters_of_its_equations(runs, tiny_lm_corpus):

@@ -149,3 +149,29 @@ def test_reordered_norm_has_the_output_norms_only_and_is_x_plus_n_of_f_x():
         h = x + layer_norm_eq(layer.self_attn(x, None, True, None), layer.attn_ln)  # OLMo 2: x + N(f(x))
         expected = h + layer_norm_eq(layer.fc2(F.relu(layer.fc1(h))), layer.ffn_out_ln)
         torch.testing.assert_close(layer(x)[0], expected, atol=1e-5, rtol=1e-5)
+
+
+def dyt_alphas(stack):
+    """(α of each layer's attention norm, of its FFN norm, of the final norm)."""
+    layers = stack.layers
+    return ([float(l.self_attn_layer_norm.alpha) for l in layers], [float(l.final_layer_norm.alpha) for l in layers],
+            float(stack.layer_norm.alpha))  # fmt: skip
+
+
+@pytest.mark.parametrize("build, stack", [(lm, lambda m: m.decoder), (roberta, lambda m: m.encoder.sentence_encoder)])
+def test_dyt_alpha_sets_each_positions_initial_alpha_and_the_others_keep_one_half(build, stack):
+    model = build("--norm-type", "dyt", "--scale-attn", "--dyt-alpha", "0.8,0.2,0.3")
+    attn, ffn, final = dyt_alphas(stack(model))
+    assert attn == pytest.approx([0.8] * len(attn)) and ffn == pytest.approx([0.2] * len(ffn)) and final == pytest.approx(0.3)
+    assert float(stack(model).layers[0].attn_ln.alpha) == 0.5  # Post-Attn LN: not one of the three positions
+    assert first_loss(model) != first_loss(build("--norm-type", "dyt", "--scale-attn"))
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--dyt-alpha", "0.8,0.2,0.2"], r"^--dyt-alpha sets the α₀ of DyT's .*: it needs --norm-type dyt"),
+    (["--norm-type", "dyt", "--dyt-alpha", "0.8,0.2"], r"^--dyt-alpha '0.8,0.2': expected three numbers ATTN,FFN,FINAL"),
+    (["--norm-type", "dyt", "--dyt-alpha", "a,b,c"], r"^--dyt-alpha 'a,b,c': expected three numbers"),
+])  # fmt: skip
+def test_bad_dyt_alpha_is_one_line(flags, message):
+    with pytest.raises(BadInput, match=message):
+        lm(*flags)

@@ -53,6 +53,7 @@ LM_FAMILIES = {
     "deepnorm_ffn_rmsnorm": ["--post-ln", "--deepnorm", "--scale-fc", "--ffn-norm-type", "rmsnorm"],
     "mix_ln_ln_scaling_qk_norm": ["--post-ln-layers", "first:1", "--ln-scaling", "--qk-norm"],
     "rezero": ["--rezero"],
+    "dyt_alpha_per_position": ["--norm-type", "dyt", "--dyt-alpha", "0.8,0.2,0.2", "--scale-fc"],
     "reordered_norm_rmsnorm": ["--reordered-norm", "--norm-type", "rmsnorm", "--qk-norm"],
 }
 
