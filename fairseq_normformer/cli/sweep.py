@@ -40,7 +40,8 @@ def get_parser() -> argparse.ArgumentParser:
     where.add_argument("--updates", type=positive, help="each run's length (default: the spec's, or the paper's with --size)")
     where.add_argument("--out", type=Path, help="the sweep's directory (default: work/recipes/NAME-SCALE)")
     how = p.add_argument_group("how to run it")
-    how.add_argument("--executor", choices=("local", "slurm"), default="local")
+    how.add_argument("--executor", choices=("local", "slurm"), default="local",
+                     help="local: submitit jobs on this machine (default); slurm: one SLURM array through submitit")
     how.add_argument("--jobs", type=positive, default=1, help="local: points at a time (default: 1)")
     how.add_argument("--dry-run", action="store_true", help="print each point's command (slurm: and the sbatch script)")
     how.add_argument("--partition", help="slurm partition (default: the spec's)")
@@ -82,6 +83,8 @@ def main(argv=None):
         sys.exit(EXIT_BAD_INPUT)
     except (OSError, RuntimeError, ValueError) as e:
         sys.exit(f"normformer-sweep: error: {e}")
+    except KeyboardInterrupt:
+        sys.exit("normformer-sweep: interrupted: run the same command to continue (finished points are kept)")
 
 
 if __name__ == "__main__":

@@ -113,7 +113,9 @@ def data_dir(setup: Setup) -> Path:
         return setup.data
     if setup.size:
         raise SpecError("--size trains the paper's model: give --data, a fairseq-preprocess directory of your corpus")
-    corpus = setup.scale_spec()["corpus"]
+    corpus = setup.scale_spec().get("corpus")
+    if corpus is None:
+        raise SpecError(f"scale {setup.scale} declares no corpus: give --data, a fairseq-preprocess directory")
     out = REPO / "work" / "recipes" / corpus["dir"]
     if not setup.built:
         setup.built = [str(BIN / "normformer-build-corpus"), "--out", str(out), *filled(corpus.get("build", []), {})]
@@ -145,9 +147,9 @@ def shared_args(setup: Setup) -> list:
     """The data directory and the arguments of every point, before its scheme's flags."""
     data = str(data_dir(setup))
     if setup.size:
-        return [data, *filled(setup.spec["paper_train"], setup.variables()), *paper_size_args(setup)]
+        return [data, *filled(setup.spec.get("paper_train", []), setup.variables()), *paper_size_args(setup)]
     scale = setup.scale_spec()
-    return [data, *filled(setup.spec["train"], setup.variables()), *filled(scale.get("model", []), setup.variables())]
+    return [data, *filled(setup.spec.get("train", []), setup.variables()), *filled(scale.get("model", []), setup.variables())]
 
 
 def launcher(setup: Setup) -> list:

@@ -120,15 +120,22 @@ def test_the_norm_bench_spec_on_your_corpus_at_125m_on_8_gpus(tmp_path):
     (["--scale", "huge"], "--scale huge: the spec's scales are tiny, small"),
     (["--size", "125M"], "--size trains the paper's model: give --data"),
     (["--data", "nowhere"], "--data .*nowhere: not a fairseq-preprocess directory"),
+    (["--spec", "missing.yaml"], "cannot read the spec missing.yaml"),
+    (["--spec", "empty.yaml"], "empty.yaml: a spec needs `schemes`"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, message):
+    """One line naming the problem, exit 2, nothing written."""
     import re
     import subprocess
 
     from tests.conftest import console_script, in_process
 
-    result = in_process(console_script("normformer-sweep"), ["normformer-sweep", str(NORM_BENCH), "--dry-run",
+    (tmp_path / "empty.yaml").write_text("name: empty\n")
+    spec = argv[1] if argv[0] == "--spec" else str(NORM_BENCH)
+    argv = [] if argv[0] == "--spec" else argv
+    result = in_process(console_script("normformer-sweep"), ["normformer-sweep", spec, "--dry-run",
                         "--out", str(tmp_path / "out"), *argv], tmp_path, {}, None)  # fmt: skip
+    assert not (tmp_path / "out").exists()
     assert isinstance(result, subprocess.CompletedProcess) and result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1 and re.search(message, result.stderr), result.stderr
 
