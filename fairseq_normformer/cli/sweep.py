@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from fairseq_normformer import paper
 from fairseq_normformer.runs import sweep
 
 EXIT_BAD_INPUT = 2
@@ -33,7 +34,7 @@ def get_parser() -> argparse.ArgumentParser:
     where = p.add_argument_group("what to train")
     where.add_argument("--scale", help="one of the spec's CPU scales (tiny, small); default: its first")
     where.add_argument("--data", type=Path, help="a fairseq-preprocess directory to train on (default: the scale's corpus)")
-    where.add_argument("--size", help="a paper size (125M, 355M, 760M, 1.3B, 2.7B): the paper's model, batch and schedule "
+    where.add_argument("--size", choices=list(paper.SIZES), help="a paper size: the paper's model, batch and schedule "
                        "on --gpus-per-node x --nodes GPUs, backend from the memory plan (needs --data)")
     where.add_argument("--gpu-memory", type=float, default=32.0, help="GB per GPU, for the memory plan (default: 32)")
     where.add_argument("--seeds", type=positive, help="seeds at each best LR (default: the spec's)")

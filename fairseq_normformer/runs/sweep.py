@@ -106,7 +106,8 @@ def filled(args, variables: dict) -> list:
 
 # --- the arguments every point shares -------------------------------------------------------------------
 def data_dir(setup: Setup) -> Path:
-    """--data, or the scale's built-in corpus (built with normformer-build-corpus unless it exists or in a dry run)."""
+    """--data, or the scale's built-in corpus (normformer-build-corpus, which reuses a finished one; printed, not
+    run, in a dry run)."""
     if setup.data is not None:
         if not (setup.data / "dict.txt").exists():
             raise SpecError(f"--data {setup.data}: not a fairseq-preprocess directory (no dict.txt)")

@@ -49,7 +49,7 @@ class TrainJob:
         command = [arg.format(node_rank=env.node, master_addr=master) for arg in point.command]
         point.run_dir.mkdir(parents=True, exist_ok=True)
         with open(point.log, "a", encoding="utf-8") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, preexec_fn=ignore_usr2)
             status = self.process.wait()
         return finish(point, status, env.global_rank)
 
@@ -61,6 +61,13 @@ class TrainJob:
             except ChildProcessError:  # already reaped
                 pass
         return submitit.helpers.DelayedSubmission(TrainJob(), point)
+
+
+def ignore_usr2():
+    """In fairseq-train's process, before it starts: SIGUSR2 (submitit's signal, which SLURM sends to every process
+    of the job step) ignored, so that only the job acts on it, through ``checkpoint``; the default would kill
+    fairseq-train before it saved."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
 
 
 def finish(point: Point, status: int, rank: int) -> str:
