@@ -244,6 +244,85 @@ def test_a_spec_with_a_ladder_widens_the_grid_the_runs_decided(local_sweep, tiny
     assert sorted(points_of(result.stdout.splitlines(), str(out))) == sorted(expected)
 
 
+@pytest.mark.slow
+def test_analyze_sweep_names_a_diverged_scheme_and_does_not_average_it(local_sweep, tiny_lm_corpus, tmp_path):
+    """The finished grid with NormFormer's runs marked diverged (as TrainJob marks a run fairseq stopped on a
+    numerical failure): schemes.md names NormFormer below the table and has no row of it; Pre-LN's row is the
+    one ppl-table writes alone."""
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(local_sweep["out"], out)
+    for lr in ("1e-3", "3e-3"):
+        (out / "grid" / f"normformer-lr{lr}" / "done").rename(out / "grid" / f"normformer-lr{lr}" / "diverged")
+    run_cli(["normformer-sweep", local_sweep["spec"], "--data", tiny_lm_corpus.data_bin, "--out", out, "--dry-run"])
+    run_cli(["normformer-analyze", "sweep", out])
+    table = (out / "schemes.md").read_text()
+    assert "Diverged, not averaged:\n- NormFormer: every LR of its grid (1e-3, 3e-3) diverged" in table
+    assert "NormFormer (lr" not in table and not (out / "time_to_target" / "normformer").exists()
+    best = json.loads((out / "sweep.json").read_text())["best"]
+    assert best["normformer"] is None
+    log = out / "grid" / f"preln-lr{best['preln']}" / "train.log"
+    run_cli(["normformer-analyze", "ppl-table", "--run", f"Pre-LN (lr {best['preln']})={log}", "--out", tmp_path / "alone.md"])
+    assert (tmp_path / "alone.md").read_text() in table
+
+
+def updates_logged(log: Path) -> int:
+    return max(logged_updates(log.read_text()), default=0) if log.exists() else 0
+
+
+def signal_this_process_at(log: Path, update: int, timeout: float = 300):
+    """SIGUSR1 to this process once ``log`` has logged ``update`` (as TrainJob.checkpoint signals its command)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if updates_logged(log) >= update:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            return
+        time.sleep(0.05)
+
+
+def processes_with(arg: str) -> list:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if arg.encode() in cmdline.read_bytes().split(b"\0"):
+                found.append(cmdline.parent.name)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.slow
+def test_a_stability_point_stopped_mid_run_stops_its_fairseq_train_and_is_run_again(tiny_lm_corpus, tmp_path):
+    """A stability point's job is requeued mid-run: TrainJob.checkpoint sends SIGUSR1 to normformer-analyze
+    lr-stability (here run in this process, signalled by a thread), which stops its fairseq-train and says so;
+    the requeued command on that directory, which holds the stopped train.log, is not refused (a dry run prints
+    it): the attempt is kept in stopped-1/ and the test starts over. A finished directory is refused."""
+    from fairseq_normformer.runs.lr_stability import keep_stopped_attempt
+    from tests.conftest import console_script, in_process
+
+    out = tmp_path / "stability"
+    argv = ["normformer-analyze", "lr-stability", str(tiny_lm_corpus.data_bin), "--peak-lr", "1e-3", "--warmup-updates",
+            "100000", "--out-dir", str(out), "--", *TINY_MODEL, "--tokens-per-sample", "32", "--batch-size", "4",
+            "--optimizer", "adam", "--cpu", "--num-workers", "0", "--disable-validation", "--no-save"]  # fmt: skip
+    main = console_script("normformer-analyze")
+    watcher = threading.Thread(target=signal_this_process_at, args=(out / "train.log", 2))
+    watcher.start()
+    stopped = in_process(main, argv, REPO_ROOT, {"OMP_NUM_THREADS": "1"}, None)
+    watcher.join()
+    assert stopped.returncode == 1 and "stopped by SIGUSR1 before the test finished" in stopped.stderr, stopped.stderr
+    assert processes_with(str(out / "checkpoints")) == [] and not (out / "done").exists()
+    attempt = (out / "train.log").read_text()
+    assert 2 <= max(logged_updates(attempt)) < 100000
+    again = in_process(main, argv, REPO_ROOT, {"DRY_RUN": "1"}, None)
+    assert again.returncode == 0 and str(out / "checkpoints") in again.stdout, again.stderr
+    keep_stopped_attempt(out)
+    assert (out / "stopped-1" / "train.log").read_text() == attempt and not (out / "train.log").exists()
+    (out / "done").touch()
+    finished = in_process(main, argv, REPO_ROOT, {"DRY_RUN": "1"}, None)
+    assert finished.returncode == 1 and "already holds a finished run (done)" in finished.stderr
+
+
 # --- SLURM, through fake sbatch and sacct ----------------------------------------------------------------------
 FAKE_SBATCH = """#!/bin/sh
 cp "$1" "$FAKE_SLURM/script$(ls "$FAKE_SLURM" | grep -c script).sh"
