@@ -19,14 +19,15 @@
 #    NormFormer's best LR, SEEDS times: OUT/placement.md, OUT/placement_halves.md (the first half against the second,
 #    paired by seed) and OUT/grad_norms/ (FC2's weight gradient per layer, Fig. 3's measure, over updates 151-200).
 # 4. FFN norm: NormFormer with its FFN LN a LayerNorm, a LayerNorm without bias and an RMSNorm: OUT/ffn_norm.md.
-# 5. Stability: the Table 3 test of each scheme at its shape (normformer-analyze lr-stability: warmup to 2.0 over
-#    1000 updates; fp32, stops at the first activation above 65504), one seed: OUT/stability.md.
+# 5. Stability: the Table 3 test of each scheme at its shape (normformer-analyze lr-stability: warmup to PEAK_LR,
+#    default 2.0, over WARMUP updates, default 1000; fp32, stops at the first activation above 65504), one seed:
+#    OUT/stability.md.
 # Every training run records gradient norms every 5 updates (grad_norms.jsonl). Finished runs are reused
 # (recipes/_run_dir.sh), so a second call only adds what the first did not finish.
 SCALES="tiny small" SEEDS="${SEEDS:-3}"
 source "$(dirname "$0")/_lm_common.sh"
 SWEEP=("$REPO/recipes/sweeps/norm_bench.yaml" --scale "$SCALE" --out "$OUT" --seeds "$SEEDS" --updates "${UPDATES:-300}"
-  --jobs "$JOBS")
+  --jobs "$JOBS" ${PEAK_LR:+--stability-peak-lr "$PEAK_LR"} ${WARMUP:+--stability-warmup-updates "$WARMUP"})
 if [ "$DRY_RUN" = 1 ]; then SWEEP+=(--dry-run); fi
 "$PY" -m fairseq_normformer.cli.sweep "${SWEEP[@]}"  # normformer-sweep
 if [ "$DRY_RUN" = 1 ]; then exit; fi

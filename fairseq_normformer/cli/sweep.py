@@ -39,6 +39,9 @@ def get_parser() -> argparse.ArgumentParser:
     where.add_argument("--gpu-memory", type=float, default=32.0, help="GB per GPU, for the memory plan (default: 32)")
     where.add_argument("--seeds", type=positive, help="seeds at each best LR (default: the spec's)")
     where.add_argument("--updates", type=positive, help="each run's length (default: the spec's, or the paper's with --size)")
+    where.add_argument("--stability-peak-lr", type=float, help="the stability tests' peak LR (default: the spec's)")
+    where.add_argument("--stability-warmup-updates", type=positive,
+                       help="the stability tests' warmup to the peak LR, in updates (default: the spec's)")
     where.add_argument("--out", type=Path, help="the sweep's directory (default: work/recipes/NAME-SCALE)")
     how = p.add_argument_group("how to run it")
     how.add_argument("--executor", choices=("local", "slurm"), default="local",
@@ -64,8 +67,14 @@ def setup_of(args, spec: dict) -> sweep.Setup:
     return sweep.Setup(
         spec, scale, (args.out or sweep.REPO / default_out).resolve(), args.data and args.data.resolve(), args.size,
         args.gpus_per_node or slurm.get("gpus_per_node") or 1, args.nodes or slurm.get("nodes") or 1,
-        args.gpu_memory, args.seeds, args.updates, args.dry_run,
+        args.gpu_memory, args.seeds, args.updates, args.dry_run, stability_overrides(args),
     )  # fmt: skip
+
+
+def stability_overrides(args) -> dict:
+    """--stability-peak-lr and --stability-warmup-updates, where given, as the spec's `stability` keys."""
+    given = {"peak_lr": args.stability_peak_lr, "warmup_updates": args.stability_warmup_updates}
+    return {key: value for key, value in given.items() if value is not None}
 
 
 def main(argv=None):

@@ -56,6 +56,7 @@ class Setup:
     seeds: Optional[int] = None
     updates: Optional[int] = None
     dry_run: bool = False
+    stability: dict = field(default_factory=dict)  # peak_lr, warmup_updates of the command line, over the spec's
     built: list = field(default_factory=list)  # the corpus build command, once run or printed
 
     @property
@@ -226,6 +227,7 @@ class Grid:
         stability = self.spec.get("stability")
         if not stability or self.setup.size:
             return []
+        stability = {**stability, **self.setup.stability}
         variables, data = self.setup.variables(), self.prefix[len(launcher(self.setup))]
         train = [*filled(stability["train"], variables), *filled(self.setup.scale_spec().get("model", []), variables)]
         points = []

@@ -82,6 +82,23 @@ def test_the_norm_bench_spec_prints_the_commands_the_recipe_recorded(tmp_path):
     assert recorded_commands(out / "commands.sh")[1:] == [recorded_command(line)[0] for line in result.stdout.splitlines()[1:]]
 
 
+def test_norm_bench_sh_passes_peak_lr_and_warmup_to_the_stability_tests(tmp_path):
+    """PEAK_LR and WARMUP, the recipe's documented overrides of the stability test, reach every stability point
+    (normformer-sweep --stability-peak-lr, --stability-warmup-updates); the training points keep the spec's."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "DRY_RUN": "1", "PY": sys.executable, "PEAK_LR": "3", "WARMUP": "50"}
+    env.pop("DATA", None)
+    result = subprocess.run(["bash", REPO_ROOT / "recipes" / "norm_bench.sh", "tiny", tmp_path / "out"], env=env,
+                            capture_output=True, text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    stability = [recorded_command(line)[0] for line in result.stdout.splitlines() if " lr-stability " in line]
+    assert len(stability) == 8
+    for argv in stability:
+        assert argv[argv.index("--peak-lr") + 1] == "3.0" and argv[argv.index("--warmup-updates") + 1] == "50"
+
+
 def paper_settings_125m_on_8() -> dict:
     result = run_cli(["normformer-paper-settings", "--table", "6", "--size", "125M", "--model", "baseline",
                       "--world-size", "8", "--gpu-memory", "32", "--format", "json"])  # fmt: skip
