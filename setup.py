@@ -22,6 +22,7 @@ setup(
             "normformer-predict=fairseq_normformer.cli.predict:main",
             "normformer-swag-data=fairseq_normformer.cli.swag_data:main",
             "normformer-consolidate=fairseq_normformer.cli.consolidate:main",
+            "normformer-sweep=fairseq_normformer.cli.sweep:main",
         ]
     },
 )

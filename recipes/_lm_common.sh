@@ -134,7 +134,8 @@ train_seeds() {
 
 analyze() { run "$BIN/normformer-analyze" "$@"; }
 
-# widen_grid "LRS" POSITION LADDER...: LRS with the next LR of LADDER beyond the edge where the grid's best lies
+# widen_grid "LRS" POSITION LADDER...: (mlm_small.sh's; normformer-sweep has the same rule, runs/sweep.py widen_grid)
+# LRS with the next LR of LADDER beyond the edge where the grid's best lies
 # (POSITION, as normformer-analyze lr-grid prints it: lowest or highest); prints nothing when the best is inside,
 # or LADDER has no LR beyond that edge
 widen_grid() {

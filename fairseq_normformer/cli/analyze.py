@@ -13,6 +13,7 @@
     normformer-analyze eval-table     --run Baseline=DIR --run NormFormer=DIR --out table8.md               # Table 8
     normformer-analyze metric-table   --run A=a.log --run B=b.log --metric accuracy --out table.md         # any task
     normformer-analyze mlm-curves     --run Pre-LN=a.log --run NormFormer=b.log --data DATA --out-dir DIR  # masked LMs
+    normformer-analyze sweep          work/recipes/norm_bench-small     # every table of a normformer-sweep directory
     normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
     normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
     normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
@@ -62,6 +63,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     ppl_rows,
     valid_table,
 )
+from fairseq_normformer.analysis.sweep_tables import SweepTables  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import fraction_summary  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
 from fairseq_normformer.analysis.training_log import read_generate_bleu, read_training_log  # noqa: E402
@@ -255,6 +257,20 @@ def eval_table(args):
     print(_write(Path(args.out), text))
 
 
+def sweep(args):
+    """Every table of a sweep directory, through the subcommands above (analysis/sweep_tables.py); the
+    diverged schemes named at the end of schemes.md."""
+    tables = SweepTables(Path(args.dir))
+    parser = build_parser()
+    for argv in tables.commands():
+        command = parser.parse_args(argv)
+        command.func(command)
+    if tables.diverged:
+        with open(Path(args.dir) / "schemes.md", "a", encoding="utf-8") as schemes:
+            schemes.write(tables.diverged_note())
+        print(tables.diverged_note())
+
+
 def init_grads(args):
     model, criterion, sample = build_at_init([args.data, *args.train_args], args.subset)
     norms = init_grad_norms(model, criterion, sample, args.param)
@@ -418,6 +434,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=eval_table)
+
+    p = commands.add_parser("sweep", help="every table of a normformer-sweep directory: each scheme's LR grid, the "
+                            "schemes at their best LR against the baseline (paired by seed), time to target, the spec's tables")
+    p.add_argument("dir", help="the sweep's directory (normformer-sweep --out), which holds sweep.json")
+    p.set_defaults(func=sweep)
 
     p = commands.add_parser(
         "init-grads",

@@ -12,8 +12,12 @@ activation monitor (``analysis/activations.py``):
 The last good update is the last one fairseq logged (``--log-interval 1``); the learning rate
 reached is the one the next, failing, update used. The output directory follows the run-directory
 convention (runs/run_dir.py): the command in ``commands.sh``, ``done`` after ``result.json``, DRY_RUN=1.
+A run stopped by SIGTERM or SIGUSR1 (a preempted or requeued job: normformer-sweep's stability points) stops
+fairseq-train too; run again on its directory, the test starts over (it saves no checkpoint to resume from),
+the stopped attempt's train.log and overflows.jsonl kept in ``stopped-K/``.
 """
 import json
+import signal
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -22,12 +26,14 @@ from typing import List, Optional
 
 from ..instrumentation.activations import FP16_MAX
 from ..analysis.training_log import read_training_log
-from .run_dir import dry_run, log_command, mark_done
+from .run_dir import dry_run, is_done, log_command, mark_done
 
 MIXED_PRECISION_FLAGS = ("--fp16", "--memory-efficient-fp16", "--bf16", "--amp")
 # Set by the runner; a user's extra arguments must not repeat them.
 RUNNER_FLAGS = ("--task", "--lr", "--lr-scheduler", "--warmup-updates", "--total-num-update", "--max-update",
                 "--log-format", "--log-interval", "--save-dir", "--user-dir")  # fmt: skip
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)  # forwarded to fairseq-train (a preemption, a requeue)
+ATTEMPT_FILES = ("train.log", "overflows.jsonl")  # what a stopped attempt leaves, kept in stopped-K/
 
 
 @dataclass
@@ -104,15 +110,18 @@ def run_lr_stability(data, out_dir, peak_lr: float, warmup_updates: int, train_a
     if peak_lr <= 0 or warmup_updates < 1:
         raise ValueError(f"need a positive peak lr and warmup updates, got {peak_lr} and {warmup_updates}")
     out_dir = Path(out_dir)
-    if (out_dir / "train.log").exists():
-        raise FileExistsError(f"{out_dir} already holds a run (train.log); choose another directory")
+    if is_done(out_dir):
+        raise FileExistsError(f"{out_dir} already holds a finished run (done); choose another directory")
     cmd = stability_command(data, out_dir, peak_lr, warmup_updates, threshold, train_args)
     line = log_command(out_dir, cmd, log=out_dir / "train.log")
     if dry_run():
         print(line)
         return None
-    with open(out_dir / "train.log", "w") as log_file:
-        returncode = subprocess.run(cmd, stdout=log_file, stderr=subprocess.STDOUT).returncode
+    keep_stopped_attempt(out_dir)
+    returncode, stopped_by = run_forwarding_stops(cmd, out_dir / "train.log")
+    if stopped_by is not None:
+        raise RuntimeError(f"{out_dir}: stopped by {stopped_by.name} before the test finished; run the same "
+                           "command to start it again")
     result = summarize(out_dir, peak_lr, warmup_updates)
     if returncode != 0 and result.outcome == "stable":
         tail = "\n".join((out_dir / "train.log").read_text().splitlines()[-20:])
@@ -120,6 +129,40 @@ def run_lr_stability(data, out_dir, peak_lr: float, warmup_updates: int, train_a
     (out_dir / "result.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
     mark_done(out_dir)
     return result
+
+
+def keep_stopped_attempt(out_dir: Path):
+    """An unfinished attempt's files (a stopped run's: no ``done``) moved into ``out_dir/stopped-K``, so that the
+    test starts over in ``out_dir`` and the attempt is kept."""
+    files = [out_dir / name for name in ATTEMPT_FILES if (out_dir / name).exists()]
+    if not files:
+        return
+    k = 1 + sum(1 for _ in out_dir.glob("stopped-*"))
+    kept = out_dir / f"stopped-{k}"
+    kept.mkdir()
+    for path in files:
+        path.rename(kept / path.name)
+    print(f"{out_dir} held a stopped attempt, kept in {kept.name}/; the test starts again", file=sys.stderr)
+
+
+def run_forwarding_stops(cmd: List[str], log: Path) -> tuple:
+    """fairseq-train with its output in ``log``; a STOP_SIGNALS signal to this process is sent on to it. Its exit
+    status, and the signal that stopped it (None when none came)."""
+    received = []
+    with open(log, "w") as log_file:
+        process = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT)
+
+        def forward(signum, _frame):
+            received.append(signal.Signals(signum))
+            process.send_signal(signum)
+
+        previous = {signum: signal.signal(signum, forward) for signum in STOP_SIGNALS}
+        try:
+            returncode = process.wait()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+    return returncode, (received[0] if received else None)
 
 
 def read_result(out_dir) -> StabilityResult:

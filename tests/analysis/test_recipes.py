@@ -148,7 +148,7 @@ def test_recipes_refuse_a_data_they_would_ignore(tmp_path, recipe, scale, line):
                                                      ("1e-4 3e-4", "lowest", ""), ("1e-3 3e-3", "highest", ""),
                                                      ("3e-4 1e-3 3e-3", "inside", "")])  # fmt: skip
 def test_a_grid_is_widened_by_the_ladders_next_lr_beyond_the_edge_of_its_best(lrs, position, widened):
-    """norm_bench and mlm_small widen a scheme's LR grid with widen_grid until lr-grid finds the best inside;
+    """mlm_small widens a scheme's LR grid with widen_grid until lr-grid finds the best inside;
     at the ladder's end it stops."""
     function = f'source <(sed -n "/^widen_grid()/,/^}}/p" {REPO_ROOT}/recipes/_lm_common.sh)'
     script = f'{function}; widen_grid "{lrs}" {position} 1e-4 3e-4 1e-3 3e-3'
