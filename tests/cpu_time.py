@@ -1,6 +1,8 @@
 """A pytest plugin, ``-p tests.cpu_time``: the CPU seconds each test used (its process's and its finished
 subprocesses', setup and teardown included), the slowest listed at the end, like ``--durations`` but steady on
-a machine busy with other work. ``make test PYTEST_ARGS="-p tests.cpu_time"``; CPU_TIME_TOP=N lists N (30)."""
+a machine busy with other work. ``make test PYTEST_ARGS="-p tests.cpu_time"``; CPU_TIME_TOP=N lists N (30);
+CPU_TIME_FILE=F appends each test's line to F as it ends (tab-separated seconds and node id), so a run cut short
+still says where its time went."""
 import os
 import resource
 from collections import defaultdict
@@ -43,6 +45,9 @@ TOTALS = defaultdict(float)
 def pytest_runtest_logreport(report):
     if report.when == "teardown":  # its properties hold every phase's
         TOTALS[report.nodeid] = sum(v for k, v in report.user_properties if k == PROPERTY)
+        if os.environ.get("CPU_TIME_FILE") and "PYTEST_XDIST_WORKER" not in os.environ:  # the controller writes
+            with open(os.environ["CPU_TIME_FILE"], "a") as log:
+                log.write(f"{TOTALS[report.nodeid]:.2f}\t{report.nodeid}\n")
 
 
 def pytest_terminal_summary(terminalreporter):

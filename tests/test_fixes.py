@@ -76,18 +76,32 @@ def fairseq_lm_args(data_bin, save_dir, *plugin) -> list:
             "--tokens-per-sample", "32", "--max-update", "2", *common_args(save_dir)]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def checkpoints_by_switch(tiny_lm_corpus, tmp_path_factory):
-    """checkpoint_last.pt of the same 2 updates: fairseq alone, and with the plugin, checks on and off."""
-    runs = {"fairseq": ((), "1"), "checks on": (("--user-dir", USER_DIR), "1"), "checks off": (("--user-dir", USER_DIR), "0")}
-    checkpoints = {}
+def fairseq_checkpoint(data_bin, tmp_path_factory, name, plugin=(), checks="1"):
+    """checkpoint_last.pt of fairseq_lm_args's 2 updates, trained with NORMFORMER_CHECKPOINT_CHECKS=checks."""
     with pytest.MonkeyPatch.context() as monkeypatch:
-        for name, (plugin, checks) in runs.items():
-            monkeypatch.setenv(SWITCH, checks)
-            save_dir = tmp_path_factory.mktemp(name.replace(" ", "_"))
-            train(fairseq_lm_args(tiny_lm_corpus.data_bin, save_dir, *plugin))
-            checkpoints[name] = save_dir / "checkpoint_last.pt"
-    return checkpoints
+        monkeypatch.setenv(SWITCH, checks)
+        save_dir = tmp_path_factory.mktemp(name.replace(" ", "_"))
+        train(fairseq_lm_args(data_bin, save_dir, *plugin))
+    return save_dir / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def fairseq_alone(tiny_lm_corpus, tmp_path_factory):
+    """The checkpoint of fairseq without the plugin."""
+    return fairseq_checkpoint(tiny_lm_corpus.data_bin, tmp_path_factory, "fairseq")
+
+
+@pytest.fixture(scope="module")
+def with_checks(tiny_lm_corpus, tmp_path_factory):
+    """The checkpoint of the same run with the plugin, its checks on (the default)."""
+    return fairseq_checkpoint(tiny_lm_corpus.data_bin, tmp_path_factory, "checks on", ("--user-dir", USER_DIR))
+
+
+@pytest.fixture(scope="module")
+def checkpoints_by_switch(fairseq_alone, with_checks, tiny_lm_corpus, tmp_path_factory):
+    """checkpoint_last.pt of the same 2 updates: fairseq alone, and with the plugin, checks on and off."""
+    checks_off = fairseq_checkpoint(tiny_lm_corpus.data_bin, tmp_path_factory, "checks off", ("--user-dir", USER_DIR), "0")
+    return {"fairseq": fairseq_alone, "checks on": with_checks, "checks off": checks_off}
 
 
 @pytest.mark.slow
@@ -140,10 +154,10 @@ def flip_bits_in_the_middle(path, copy):
 
 
 @pytest.mark.parametrize("checks", ["1", "0"])
-def test_damaged_checkpoint_is_named_only_with_checks_on(checks, checkpoints_by_switch, tmp_path, monkeypatch):
+def test_damaged_checkpoint_is_named_only_with_checks_on(checks, fairseq_alone, tmp_path, monkeypatch):
     """What turning the checks off loses: a checkpoint whose tensor bytes were damaged on disk (a
     record failing its CRC) loads without a word."""
-    damaged = flip_bits_in_the_middle(checkpoints_by_switch["fairseq"], tmp_path / "damaged.pt")
+    damaged = flip_bits_in_the_middle(fairseq_alone, tmp_path / "damaged.pt")
     monkeypatch.setenv(SWITCH, checks)
     if checks == "1":
         with pytest.raises(BadInput, match=r"checkpoint .*damaged.pt is truncated or corrupt \(record .* CRC"):
@@ -185,15 +199,20 @@ def test_a_file_torch_cannot_read_is_one_line_without_torchs_weights_only_advice
     assert "weights_only" not in str(refused.value) and "\n" not in str(refused.value)
 
 
-def test_train_main_takes_a_namespace_as_fairseqs_does(tiny_lm_corpus, checkpoints_by_switch, tmp_path):
+def test_train_main_takes_a_namespace_as_fairseqs_does(tiny_lm_corpus, with_checks, tmp_path):
     """fairseq's train.main converts an argparse.Namespace itself (fairseq's test_binaries call it so);
     save-on-signal's wrapper did not, and stopped with "'Namespace' object has no attribute 'checkpoint'".
     In this process the plugin is loaded: the run equals fairseq-train's with the plugin."""
     from fairseq_cli import train as fairseq_train
 
     argv = [str(a) for a in fairseq_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--user-dir", USER_DIR)]
-    fairseq_train.main(options.parse_args_and_arch(options.get_training_parser(), argv))
-    weights, cli_weights = model_weights(tmp_path / "checkpoint_last.pt"), model_weights(checkpoints_by_switch["checks on"])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the process (OMP_NUM_THREADS=1): a sum over 2 threads rounds otherwise
+    try:
+        fairseq_train.main(options.parse_args_and_arch(options.get_training_parser(), argv))
+    finally:
+        torch.set_num_threads(threads)
+    weights, cli_weights = model_weights(tmp_path / "checkpoint_last.pt"), model_weights(with_checks)
     assert weights.keys() == cli_weights.keys() and all(torch.equal(weights[k], cli_weights[k]) for k in weights)
 
 

@@ -1,13 +1,13 @@
 """Data-parallel training on CPU (gloo): 2 processes follow the trajectory of 1 process with
---update-freq 2 (the same 2 batches per update, dropout 0), at every update: the causal LM from
-one fairseq-train command (--distributed-world-size 2) and under torchrun, MLM+NSP and MLM+SBO
-without NSP under torchrun (how the processes start does not depend on the task)."""
+--update-freq 2 (the same 2 batches per update, dropout 0), at every update: the causal LM and MLM+SBO
+without NSP under torchrun (how the processes start does not depend on the task). The causal LM from one
+fairseq-train command (--distributed-world-size 2) and MLM+NSP on two torchrun nodes are checked at every
+update by the runs that stop and resume them (test_resume_data_parallel.py)."""
 import sys
 
 import pytest
 import torch
 
-from ..conftest import python_warnings
 from .fairseq_runs import (
     NO_DROPOUT,
     UPDATES,
@@ -45,27 +45,11 @@ def assert_same_checkpoints(reference_dir, run_dir, updates: int):
                 torch.testing.assert_close(run_weights[name], weight, atol=1e-5, rtol=0, msg=name)
 
 
-def test_spawned_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
-    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES)
-    result = train(args + ["--distributed-world-size", "2", "--distributed-backend", "gloo"])
-    log = result.stdout
-    assert "distributed init (rank 1)" in log
-    assert python_warnings(result.stdout, result.stderr) == []  # torch's, fairseq's, ours: none on any rank
-    assert_same_trajectory(lm_reference, tmp_path, log)
-
-
 def test_torchrun_world_of_two_matches_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
     args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES)
     log = train(args + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
     assert "distributed init (rank 1): env://" in log
     assert_same_trajectory(lm_reference, tmp_path, log)
-
-
-def test_mlm_nsp_world_of_two_matches_update_freq_two(bert_reference, tiny_bert_corpus, tmp_path):
-    args = tiny_bert_args(tiny_bert_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES)
-    log = train(args + ["--distributed-backend", "gloo"], launcher=TORCHRUN).stdout
-    assert "distributed init (rank 1): env://" in log
-    assert_same_trajectory(bert_reference, tmp_path, log)
 
 
 def test_spanbert_objectives_world_of_two_match_update_freq_two(tiny_bert_corpus, tmp_path):

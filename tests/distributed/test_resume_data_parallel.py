@@ -14,6 +14,7 @@ import sys
 import psutil
 import pytest
 
+from ..conftest import python_warnings
 from .fairseq_runs import NO_DROPOUT, UPDATES, command, logged_updates, tiny_bert_args, tiny_lm_args, train
 from .test_data_parallel import assert_same_checkpoints
 
@@ -114,10 +115,15 @@ def kill_node_1_then_resume(args, updates: int):
 
 
 def test_spawned_world_of_two_resumes_as_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
-    """Before the fix, the second run died on rank 1: "Unsupported global: ... DictConfig"."""
+    """The 2 processes of one fairseq-train command follow 1 process with --update-freq 2 at every update,
+    before and after the stop, with no Python warning on any rank (torch's, fairseq's, ours). Before the fix,
+    the second run died on rank 1: "Unsupported global: ... DictConfig"."""
     args = lambda updates: tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", updates,
                                         "--distributed-world-size", "2", *GLOO)  # fmt: skip
-    first, resumed = train(args(STOPPED_AT)).stdout, train(args(UPDATES)).stdout
+    runs = train(args(STOPPED_AT)), train(args(UPDATES))
+    for run in runs:
+        assert "distributed init (rank 1)" in run.stdout and python_warnings(run.stdout, run.stderr) == []
+    first, resumed = (run.stdout for run in runs)
     assert f"Loaded checkpoint {tmp_path / 'checkpoint_last.pt'} (epoch 1 @ {STOPPED_AT} updates)" in resumed
     assert sorted(logged_updates(first)) == list(range(1, STOPPED_AT + 1))
     assert sorted(logged_updates(resumed)) == list(range(STOPPED_AT + 1, UPDATES + 1))
