@@ -103,10 +103,18 @@ class NormFormerBertHubInterface(NormFormerRobertaHubInterface):
         return logits if return_logits else logits.log_softmax(dim=-1)
 
 
+# The depth schemes (models/options.py) the one line names when they are set: --flag, or --flag VALUE.
+SCHEME_OPTIONS = ("post_ln_layers", "reordered_norm", "rezero", "ln_scaling", "dyt_alpha")
+
+
 def normalization(model_cfg) -> str:
     """The layers' normalization as the flags set it, e.g. "Pre-LN, layernorm, --scale-attn --scale-fc --scale-heads"."""
     get = lambda name, default=False: utils.safe_getattr(model_cfg, name, default)  # noqa: E731
     switches = [op.flag for op in LAYER_SWITCHES if op.field != "post_ln" and get(op.field)]
+    for name in SCHEME_OPTIONS:
+        value, flag = get(name, None), "--" + name.replace("_", "-")
+        if value:
+            switches.append(flag if value is True else f"{flag} {value}")
     scheme = ["Post-LN" if get("post_ln") else "Pre-LN", str(get("norm_type", "layernorm"))]
     return ", ".join(scheme + ([" ".join(switches)] if switches else []))
 

@@ -2,6 +2,8 @@
 model's own top k with their own probabilities (issue 40), BERT's encode gives what mlm_nsp trains on,
 and the NSP head and a classification head answer from the hub. References are computed from the
 SentencePiece model, the dictionary, the training dataset and the model's logits directly."""
+from argparse import Namespace
+
 import pytest
 import sentencepiece as spm
 import torch
@@ -10,7 +12,7 @@ from fairseq.data import ListDataset
 from fairseq_normformer.checks import BadInput
 from fairseq_normformer.data.nsp_pairs import IS_NEXT, NspPairDataset
 from fairseq_normformer.models import NormFormerBertModel, NormFormerRobertaModel
-from fairseq_normformer.models.hub_interface import NormFormerBertHubInterface, NormFormerRobertaHubInterface
+from fairseq_normformer.models.hub_interface import NormFormerBertHubInterface, NormFormerRobertaHubInterface, normalization
 
 from ..conftest import TINY, TRAIN, USER_DIR, run_cli
 
@@ -109,3 +111,12 @@ def test_bad_hub_input_is_named(roberta, bert):
         roberta.fill_mask("Return the value.")
     with pytest.raises(BadInput, match="one segment or two"):
         bert.encode(A, B, "A third.")
+
+
+def test_the_loaded_line_names_the_depth_schemes_set():
+    """from_pretrained's one line (hub_interface.load) names the schemes of models/options.py a checkpoint was
+    trained with, as their flags, after the NormFormer operations."""
+    cfg = Namespace(post_ln=False, norm_type="dyt", scale_attn=True, post_ln_layers="first:1", reordered_norm=False,
+                    rezero=False, ln_scaling=True, dyt_alpha="0.8,0.2,0.2")  # fmt: skip
+    assert normalization(cfg) == "Pre-LN, dyt, --scale-attn --post-ln-layers first:1 --ln-scaling --dyt-alpha 0.8,0.2,0.2"
+    assert normalization(Namespace(post_ln=False, norm_type="layernorm", rezero=True)) == "Pre-LN, layernorm, --rezero"
