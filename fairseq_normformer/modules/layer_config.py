@@ -141,16 +141,10 @@ class LayerConfig(OperationSwitches):
         spec = str(get("normformer_layers", "all"))
         if spec != "all":
             layers_of_spec(spec, layers)  # a bad spec fails here, before anything is built
+        check_pre_ln_schemes(get, normalize_before)
         post_ln_layers = get("post_ln_layers") and str(get("post_ln_layers"))
         if post_ln_layers is not None:
-            check_mix_ln(normalize_before)
             layers_of_spec(post_ln_layers, layers, "--post-ln-layers")
-        if get("ln_scaling", False):
-            check_ln_scaling(normalize_before)
-        if get("rezero", False):
-            check_rezero(normalize_before)
-        if get("reordered_norm", False):
-            check_reordered_norm(normalize_before)
         dyt_alpha = get("dyt_alpha") and parse_dyt_alpha(str(get("dyt_alpha")), str(get("norm_type", "layernorm")),
                                                          bool(get("rezero", False) or get("reordered_norm", False)))
         return cls(
@@ -180,24 +174,20 @@ class LayerConfig(OperationSwitches):
         )
 
 
-def check_mix_ln(normalize_before: bool) -> None:
-    if not normalize_before:
-        raise BadInput("--post-ln-layers makes some layers of a Pre-LN stack Post-LN (Mix-LN): drop --post-ln")
+# The schemes that act on a Pre-LN stack only: what each says to a Post-LN one (--post-ln).
+PRE_LN_SCHEMES = {
+    "post_ln_layers": "--post-ln-layers makes some layers of a Pre-LN stack Post-LN (Mix-LN): drop --post-ln",
+    "ln_scaling": "--ln-scaling scales the Pre-LN norms' outputs; a Post-LN stack has none: drop --post-ln",
+    "rezero": "--rezero has no norms, so nothing to place after the residual add: drop --post-ln",
+    "reordered_norm": "--reordered-norm puts the norm on each sublayer's output (x + N(f(x))): drop --post-ln",
+}
 
 
-def check_ln_scaling(normalize_before: bool) -> None:
-    if not normalize_before:
-        raise BadInput("--ln-scaling scales the Pre-LN norms' outputs; a Post-LN stack has none: drop --post-ln")
-
-
-def check_rezero(normalize_before: bool) -> None:
-    if not normalize_before:
-        raise BadInput("--rezero has no norms, so nothing to place after the residual add: drop --post-ln")
-
-
-def check_reordered_norm(normalize_before: bool) -> None:
-    if not normalize_before:
-        raise BadInput("--reordered-norm puts the norm on each sublayer's output (x + N(f(x))): drop --post-ln")
+def check_pre_ln_schemes(get, normalize_before: bool) -> None:
+    """A Pre-LN-only scheme set on a Post-LN stack is refused in one line; ``get(field)`` reads the model config."""
+    for name, refusal in PRE_LN_SCHEMES.items():
+        if get(name) and not normalize_before:
+            raise BadInput(refusal)
 
 
 def parse_dyt_alpha(spec: str, norm_type: str, no_input_norms: bool) -> Tuple[float, float, float]:
