@@ -10,6 +10,9 @@ PYTEST_ARGS ?=
 DEMO_ARGS ?=
 # Test processes: one per core; a file's tests stay in one process (module fixtures are built once).
 PYTEST_WORKERS ?= 2
+# pytest caches its rewritten test modules as bytecode, unless PYTHONDONTWRITEBYTECODE is set (as on some CI images):
+# then each test process rewrites and compiles all of tests/ again, ~7 s of CPU (docs/install.md).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 .PHONY: install demo test test-fast bench clean-demo
 
@@ -24,12 +27,12 @@ demo: $(STAMP)
 	$(PY) -m fairseq_normformer.cli.demo --workdir work/demo $(DEMO_ARGS)
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
 
 # The edit loop's tier: every module's unit tests and an end-to-end run of each console script, without the
 # tests marked slow (multi-process, recipes, long end-to-end runs). make test (and CI) runs everything.
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" tests $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" tests $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks measure

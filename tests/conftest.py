@@ -1,6 +1,7 @@
 """Shared fixtures: tiny standard-library and gettext corpora and a tiny pre-trained BERT checkpoint
 (built once per session), ``run_cli`` and the tiny masked-LM settings (``TINY``, ``TRAIN``, ``pretrain``)."""
 import contextlib
+import copy
 import io
 import logging
 import os
@@ -18,6 +19,7 @@ import torch
 from filelock import FileLock  # a requirement of torch
 
 from fairseq import checkpoint_utils
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.logging import progress_bar
 
 from fairseq_normformer.cli import script
@@ -84,6 +86,19 @@ def console_script(name: str):
     """The function of this environment's console script ``name`` (its entry point), or None."""
     found = [ep for ep in entry_points(group="console_scripts") if ep.name == name]
     return found[0].load() if found else None
+
+
+def fairseq_config(args):
+    """``convert_namespace_to_omegaconf(args)``, fairseq's step from the parsed command line to its config, as
+    fairseq-train takes it; computed once per distinct command line in a test process (hydra composes the whole
+    config, ~0.6 s, and model tests build many models) and copied, since callers may change it."""
+    key = repr(sorted(vars(args).items()))
+    if key not in _CONFIGS:
+        _CONFIGS[key] = convert_namespace_to_omegaconf(copy.deepcopy(args))
+    return copy.deepcopy(_CONFIGS[key])
+
+
+_CONFIGS = {}
 
 
 LOG_FORMAT = logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s", "%Y-%m-%d %H:%M:%S")

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 from fairseq import options
 from fairseq.dataclass.initialize import add_defaults, hydra_init
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf, merge_with_parent
+from fairseq.dataclass.utils import merge_with_parent
 from fairseq.models import ARCH_CONFIG_REGISTRY, MODEL_DATACLASS_REGISTRY
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf, open_dict
@@ -17,7 +17,7 @@ from fairseq_normformer import checks
 from fairseq_normformer.hydra_callback import check_model_name
 from fairseq_normformer.hydra_presets import CONFIG_DIR, write_presets
 
-from .conftest import REPO_ROOT
+from .conftest import REPO_ROOT, fairseq_config
 
 PRIMARY = "normformer_lm_tiny"  # examples/hydra/normformer_lm_tiny.yaml: its task section is the --task flags below
 TASK_FLAGS = ["--task", "language_modeling", "--tokens-per-sample", "64", "--sample-break-mode", "none"]
@@ -50,7 +50,7 @@ def fairseq_train_args(data_bin, *flags):
 @pytest.mark.parametrize("arch", ["normformer_lm_gpt3_small", "preln_lm_gpt3_2_7", "normformer_lm_wiki103"])
 def test_a_preset_config_builds_what_the_arch_flag_builds(tiny_lm_corpus, arch):
     from_hydra = hydra_model_config(tiny_lm_corpus.data_bin, arch)
-    from_flags = convert_namespace_to_omegaconf(fairseq_train_args(tiny_lm_corpus.data_bin, *TASK_FLAGS, "--arch", arch)).model
+    from_flags = fairseq_config(fairseq_train_args(tiny_lm_corpus.data_bin, *TASK_FLAGS, "--arch", arch)).model
     assert (from_hydra._name, from_flags._name) == ("normformer_lm", arch)  # the model, and its preset's name
     differing = {field.name: (from_hydra[field.name], from_flags[field.name])
                  for field in dataclasses.fields(MODEL_DATACLASS_REGISTRY["normformer_lm"])

@@ -8,7 +8,6 @@ import os
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.distributed import fsdp_enable_wrap, fsdp_wrap
 from fairseq.distributed import utils as distributed_utils
 from fairseq.trainer import Trainer
@@ -16,7 +15,7 @@ from fairseq.trainer import Trainer
 from fairseq_normformer import memory_plan, paper
 from fairseq_normformer.memory_plan import ModelShape
 
-from .conftest import REPO_ROOT, USER_DIR, run_cli
+from .conftest import REPO_ROOT, USER_DIR, fairseq_config, run_cli
 from .models.lm_builders import normformer_lm, tiny_dictionary
 
 L, D, F, H, T, B = 2, 64, 256, 4, 32, 3
@@ -153,7 +152,7 @@ def measure_two_ranks(data_bin, out, variants) -> list:
             "--arch", "normformer_lm_gpt3_small", *SHAPE_FLAGS, "--batch-size", "2", "--optimizer", "adam",
             "--lr", "1e-3", "--cpu", "--num-workers", "0", "--distributed-world-size", "2",
             "--distributed-backend", "gloo", "--save-dir", str(out), "--no-save"]  # fmt: skip
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), args))
+    cfg = fairseq_config(options.parse_args_and_arch(options.get_training_parser(), args))
     distributed_utils.call_main(cfg, measure_rank, out_dir=str(out), variants=variants)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 

@@ -8,14 +8,13 @@ import re
 import pytest
 import torch
 from fairseq import options, tasks, utils
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_normformer import memory_plan, meta_trace, paper
 from fairseq_normformer.checks import BadInput
 from fairseq_normformer.corpus.finetune_tasks import build_finetune_data
 from fairseq_normformer.memory_plan import ModelShape
 
-from .conftest import REPO_ROOT, TINY
+from .conftest import REPO_ROOT, TINY, fairseq_config
 
 L, D, F, H, T, B, V = 2, 64, 256, 4, 32, 3, 1000
 LM_SHAPE = ["--decoder-layers", str(L), "--decoder-embed-dim", str(D), "--decoder-ffn-embed-dim", str(F),
@@ -62,7 +61,7 @@ def test_a_cpu_tensor_made_inside_forward_stops_the_step_with_one_line():
 def meta_step(argv: list):
     """fairseq-train's task and first batch of ``argv`` (real data, on the meta device); fairseq's
     "any padding?" answered yes, so the padded paths run."""
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    cfg = fairseq_config(options.parse_args_and_arch(options.get_training_parser(), argv))
     task = tasks.setup_task(cfg.task)
     model, criterion = meta_trace.build_on_meta(task, cfg)
     task.load_dataset("train", combine=False, epoch=1)

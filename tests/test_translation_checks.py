@@ -3,12 +3,12 @@ import shutil
 
 import pytest
 from fairseq import options
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_normformer.checks import check_config
 from tests.cli.translation_corpus import SRC, TGT
 
 from .models.translation_builders import language_dictionary
+from tests.conftest import fairseq_config
 
 
 @pytest.fixture
@@ -26,7 +26,7 @@ def check(data_dir, *flags):
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, [str(data_dir), "--task", "translation", "--arch",
                                                 "normformer_transformer", *flags])  # fmt: skip
-    check_config(convert_namespace_to_omegaconf(args), on_cpu=True, cli="fairseq_cli.train")
+    check_config(fairseq_config(args), on_cpu=True, cli="fairseq_cli.train")
 
 
 def test_a_complete_pair_passes_given_or_inferred(data_dir):

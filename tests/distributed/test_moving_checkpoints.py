@@ -15,12 +15,12 @@ import shutil
 import pytest
 import torch
 from fairseq import checkpoint_utils, options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 
 from fairseq_normformer.fixes import cpu_training, optimizer_state
 
 from .fairseq_runs import NO_DROPOUT, UPDATES, interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train
+from ..conftest import fairseq_config
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -105,7 +105,7 @@ def test_moved_run_continues_as_the_uninterrupted_one(sources, source, extra, ti
 def trainer_loaded_from(corpus, checkpoint, tmp_path, *extra) -> Trainer:
     """fairseq-train's Trainer of one process (as fairseq_cli.train builds it), resumed from ``checkpoint``."""
     argv = [str(a) for a in lm_args(corpus, tmp_path / "unused", UPDATES, *extra, "--restore-file", checkpoint)]
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    cfg = fairseq_config(options.parse_args_and_arch(options.get_training_parser(), argv))
     cpu_training.use_cpu_precision_paths(cfg)
     task = tasks.setup_task(cfg.task)
     trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))

@@ -5,13 +5,12 @@ import json
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
 
 from fairseq_normformer.analysis.grad_curves import grad_ratios, read_grad_norms, window_means
 from fairseq_normformer.instrumentation.grad_norms import mean_abs_grads
 from fairseq_normformer.instrumentation.param_groups import param_group
-from tests.conftest import USER_DIR
+from tests.conftest import USER_DIR, fairseq_config
 
 TINY_NORMFORMER = ["--arch", "normformer_lm", "--scale-attn", "--scale-fc", "--scale-heads", "--decoder-layers", "2",
                    "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "48", "--decoder-attention-heads", "4",
@@ -33,7 +32,7 @@ def train_one_update(data_bin, tmp_path, extra):
     argv = [str(data_bin), "--user-dir", str(USER_DIR), "--task", "language_modeling_analysis", *TINY_NORMFORMER,
             "--optimizer", "adam", "--lr", "1e-3", "--batch-size", "4", "--cpu", "--num-workers", "0",
             "--grad-norm-interval", "1", "--grad-norm-file", str(grad_file), *extra]  # fmt: skip
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    cfg = fairseq_config(options.parse_args_and_arch(options.get_training_parser(), argv))
     task = tasks.setup_task(cfg.task)
     task.load_dataset("train")
     model, criterion = task.build_model(cfg.model), task.build_criterion(cfg.criterion)

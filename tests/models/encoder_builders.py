@@ -3,10 +3,10 @@ import types
 
 from fairseq import options
 from fairseq.data import Dictionary
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import ARCH_MODEL_REGISTRY
 
 import fairseq_normformer  # noqa: F401  (registers the models)
+from tests.conftest import fairseq_config
 
 TINY_ENCODER = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "48",
                 "--encoder-attention-heads", "4", "--dropout", "0", "--attention-dropout", "0",
@@ -32,5 +32,5 @@ def build_encoder_model(arch, dictionary, flags=TINY_ENCODER, task=("--task", "m
     """``task``: the task (and criterion) flags, whose options the model may read (mlm_nsp's --no-nsp)."""
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, ["unused-data-dir", *task, "--arch", arch] + list(flags))
-    cfg = convert_namespace_to_omegaconf(args)
+    cfg = fairseq_config(args)
     return ARCH_MODEL_REGISTRY[arch].build_model(cfg.model, fake_task(dictionary))

@@ -6,11 +6,11 @@ import torch
 
 from fairseq import checkpoint_utils, options
 from fairseq.data import Dictionary
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models.transformer_lm import TransformerLanguageModel, base_lm_architecture
 
 import fairseq_normformer  # noqa: F401  (registers normformer_lm)
 from fairseq_normformer.models import NormFormerLanguageModel
+from tests.conftest import fairseq_config
 
 TINY = ["--decoder-layers", "2", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "48",
         "--decoder-attention-heads", "4", "--dropout", "0", "--tokens-per-sample", "16"]
@@ -70,7 +70,7 @@ def _perturb_1d_(model, scale):
 
 def normformer_lm(dictionary, arch="normformer_lm", flags=()):
     """Our model built exactly as fairseq-train builds it (argparse -> omegaconf -> build_model)."""
-    cfg = convert_namespace_to_omegaconf(parse(arch, list(flags)))
+    cfg = fairseq_config(parse(arch, list(flags)))
     return NormFormerLanguageModel.build_model(cfg.model, fake_task(dictionary))
 
 

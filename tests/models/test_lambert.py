@@ -6,13 +6,13 @@ import math
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 import fairseq_normformer  # noqa: F401  (registers lambert)
 from fairseq_normformer.checks import BadInput
 from fairseq_normformer.models.lambert import LambertSentenceEncoder
 from fairseq_normformer.modules.lambert_layer import LambertLayer, LambertLayerConfig, segment_layout
 from fairseq_normformer.modules.operations import operations_in
+from tests.conftest import fairseq_config
 
 PAD, CLS, SEP = 1, 0, 2
 M, S = 4, 6  # segment length, max segments of the layers below
@@ -168,7 +168,7 @@ TINY = ("--encoder-embed-dim", str(D), "--encoder-ffn-embed-dim", "32", "--encod
 def build(data_dir, arch, *flags, task="mlm_nsp"):
     args = parse(data_dir, arch, *TINY, *flags, task=task)
     task = tasks.setup_task(args)
-    return task, task.build_model(convert_namespace_to_omegaconf(args).model)
+    return task, task.build_model(fairseq_config(args).model)
 
 
 def test_normformer_lambert_is_the_operations_table_flags_away(tiny_bert_corpus):

@@ -8,9 +8,9 @@ from fairseq.models.roberta.model import RobertaClassificationHead
 
 from fairseq_normformer.models import NormFormerLMClassifier
 
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from .lm_builders import TINY, fake_task, normformer_lm, parse, tiny_dictionary
+from tests.conftest import fairseq_config
 
 
 def test_restores_an_lm_and_classifies_from_the_last_real_token():
@@ -19,7 +19,7 @@ def test_restores_an_lm_and_classifies_from_the_last_real_token():
     lm = normformer_lm(d, flags=flags).eval()
     d_ft = copy.deepcopy(d)
     d_ft.add_symbol("<mask>")  # as sentence_prediction does
-    cfg = convert_namespace_to_omegaconf(parse("normformer_lm_classifier", flags))
+    cfg = fairseq_config(parse("normformer_lm_classifier", flags))
     clf = NormFormerLMClassifier.build_model(cfg.model, fake_task(d_ft))
     clf.register_classification_head("head", num_classes=3)
     head_before = copy.deepcopy(clf.classification_heads["head"].state_dict())

@@ -5,20 +5,20 @@ import argparse
 import pytest
 import torch
 from fairseq import options
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import ARCH_CONFIG_REGISTRY
 from fairseq.models.roberta import RobertaModel
 
 from fairseq_normformer.models.normformer_bert import segment_ids
 
 from .encoder_builders import TINY_ENCODER, build_encoder_model, dictionary_with_mask, fake_task
+from tests.conftest import fairseq_config
 
 
 def fairseq_roberta(arch, dictionary):
     """fairseq's RobertaModel, built from the same flags."""
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(parser, ["unused", "--task", "masked_lm", "--arch", arch] + TINY_ENCODER)
-    return RobertaModel.build_model(convert_namespace_to_omegaconf(args).model, fake_task(dictionary))
+    return RobertaModel.build_model(fairseq_config(args).model, fake_task(dictionary))
 
 
 @pytest.mark.parametrize(

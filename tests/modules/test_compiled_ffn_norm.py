@@ -6,12 +6,12 @@ cache, so the suite does not run it (the benchmark does: docs/benchmarks.md, iss
 import pytest
 import torch
 from fairseq import options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from torch import nn
 
 from fairseq_normformer.checks import BadInput
 from fairseq_normformer.modules import LayerConfig, NormFormerLayer
 from fairseq_normformer.modules.compiled_ffn_norm import CompiledFC1ActivationNorm, fc1_activation_norm
+from tests.conftest import fairseq_config
 
 KINDS = ["layernorm", "layernorm_nobias", "rmsnorm"]
 D, F, EPS = 8, 24, 1e-5
@@ -106,6 +106,6 @@ def test_the_flag_reaches_the_layers_from_the_command_line(tiny_lm_corpus):
             "2", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-attention-heads", "2",
             "--scale-fc", "--ffn-norm-type", "rmsnorm", "--ffn-norm-impl", "compile", "--normformer-layers", "first:1"]
     args = options.parse_args_and_arch(options.get_training_parser(), argv)
-    model = tasks.setup_task(args).build_model(convert_namespace_to_omegaconf(args).model)
+    model = tasks.setup_task(args).build_model(fairseq_config(args).model)
     built = [layer.fc1_act_norm for layer in model.decoder.layers]
     assert [(m.kind, m.backend) for m in built[:1]] == [("rmsnorm", "inductor")] and built[1:] == [None]

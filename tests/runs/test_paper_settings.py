@@ -8,10 +8,9 @@ import sys
 
 import pytest
 from fairseq import options
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
 from fairseq_normformer import checks, paper
-from tests.conftest import REPO_ROOT, USER_DIR, recorded_command
+from tests.conftest import REPO_ROOT, USER_DIR, fairseq_config, recorded_command
 
 PY = {"PY": sys.executable, "PYTHONPATH": f"{REPO_ROOT}:{os.environ.get('PYTHONPATH', '')}"}
 
@@ -106,7 +105,7 @@ def test_tables_1_and_6_and_the_launch_scripts_print_the_modules_settings(tmp_pa
 def distributed_config(precision):
     """fairseq-train's distributed_training config of a 1.3B run with ``precision``."""
     argv = ["/data", "--task", "language_modeling", "--arch", "normformer_lm_gpt3_xl", "--user-dir", str(USER_DIR), *precision]
-    return convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv)).distributed_training
+    return fairseq_config(options.parse_args_and_arch(options.get_training_parser(), argv)).distributed_training
 
 
 def test_fully_sharded_runs_get_the_precision_fsdp_accepts(capsys):

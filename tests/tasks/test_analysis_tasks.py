@@ -1,18 +1,17 @@
 """The *_analysis tasks: fairseq's tasks plus the measurement options, and their option checks."""
 import pytest
 from fairseq import options, tasks
-from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.tasks.language_modeling import LanguageModelingTask
 from fairseq.tasks.masked_lm import MaskedLMTask
 
 from fairseq_normformer.instrumentation.task_mixin import AnalysisTaskMixin
-from tests.conftest import USER_DIR
+from tests.conftest import USER_DIR, fairseq_config
 
 
 def setup(data_bin, task, *flags):
     arch = "roberta_base" if task.startswith("masked_lm") else "normformer_lm"
     argv = [str(data_bin), "--user-dir", str(USER_DIR), "--task", task, "--arch", arch, *flags]
-    cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+    cfg = fairseq_config(options.parse_args_and_arch(options.get_training_parser(), argv))
     return tasks.setup_task(cfg.task)
 
 
