@@ -134,19 +134,25 @@ train_seeds() {
 
 analyze() { run "$BIN/normformer-analyze" "$@"; }
 
-# widen_grid "LRS" POSITION LADDER...: (mlm_small.sh's; normformer-sweep has the same rule, runs/sweep.py widen_grid)
-# LRS with the next LR of LADDER beyond the edge where the grid's best lies
-# (POSITION, as normformer-analyze lr-grid prints it: lowest or highest); prints nothing when the best is inside,
-# or LADDER has no LR beyond that edge
-widen_grid() {
-  local lrs="$1" position="$2" i
-  shift 2
-  local ladder=("$@")
-  for i in "${!ladder[@]}"; do
-    if [ "$position" = lowest ] && [ "${ladder[$i]}" = "${lrs%% *}" ] && ((i > 0)); then echo "${ladder[$((i - 1))]} $lrs"; fi
-    if [ "$position" = highest ] && [ "${ladder[$i]}" = "${lrs##* }" ] && ((i + 1 < ${#ladder[@]})); then echo "$lrs ${ladder[$((i + 1))]}"; fi
-  done
+# sweep SPEC [normformer-sweep ARGS...]: the recipe's grid, recipes/sweeps/SPEC.yaml, run by normformer-sweep
+# (docs/cluster.md) into OUT at SCALE: SEEDS seeds, JOBS points at a time, UPDATES updates (DRY_RUN=1: printed, not
+# run); the paper scale on DATA, with WORLD_SIZE GPUs (default 8) that fairseq-train spawns a process for each,
+# GPU_MEM_GB, BATCH_SIZE, TOKENS_PER_SAMPLE and MAX_UPDATE as above. The spec's reports (its tables) follow.
+sweep() {
+  local args=("$REPO/recipes/sweeps/$1.yaml" --scale "$SCALE" --out "$OUT" --seeds "$SEEDS" --jobs "$JOBS")
+  shift
+  if [ "$SCALE" = paper ]; then
+    args+=(--data "${DATA:?set DATA to a fairseq-preprocess output directory (the paper used a private corpus)}"
+      --world-size "${WORLD_SIZE:-8}" --gpu-memory "${GPU_MEM_GB:-32}" ${BATCH_SIZE:+--batch-size "$BATCH_SIZE"}
+      ${TOKENS_PER_SAMPLE:+--tokens-per-sample "$TOKENS_PER_SAMPLE"} ${MAX_UPDATE:+--updates "$MAX_UPDATE"})
+    if [ "$DRY_RUN" = 1 ]; then args+=(--remote-data); fi
+  elif [ -n "${UPDATES:-}" ]; then
+    args+=(--updates "$UPDATES")
+  fi
+  if [ "$DRY_RUN" = 1 ]; then args+=(--dry-run); fi
+  PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" "$PY" -m fairseq_normformer.cli.sweep "${args[@]}" "$@"  # normformer-sweep
 }
+
 show_table() { if [ "$DRY_RUN" != 1 ]; then cat "$1"; fi; }  # show_table FILE: a table analyze wrote, on stdout
 
 # --- the baseline / NormFormer pair of Figures 2-5 -------------------------------------------------

@@ -26,109 +26,18 @@
 # records every command, DRY_RUN=1 prints them.
 SCALES=small
 source "$(dirname "$0")/_lm_common.sh"
-PRELN_LRS="${LRS:-${PRELN_LRS:-2.5e-4 5e-4 1e-3 2e-3 4e-3}}" NF_LRS="${LRS:-${NF_LRS:-5e-4 1e-3 2e-3}}"
-SCHEME_LRS="${LRS:-${SCHEME_LRS:-5e-4 1e-3 2e-3}}"
-LADDER=(1.25e-4 2.5e-4 5e-4 1e-3 2e-3 4e-3 8e-3)  # where a scheme's grid is widened
-read -ra MODELS <<<"${MODELS:-preln normformer}"
-BASE_LR="${BASE_LR:-1e-3}" NF_LR="${NF_LR:-1e-3}"
-UPDATES="${UPDATES:-1000}"
-PRECISION="${PRECISION:-bf16}"
-case "$PRECISION" in
+case "${PRECISION:=bf16}" in
   fp32) PRECISION_FLAGS=() ;;
   bf16) PRECISION_FLAGS=(--bf16) ;;
   *) echo "PRECISION must be fp32 or bf16, got '$PRECISION'" >&2; exit 2 ;;
 esac
 read -ra EXTRA <<<"${EXTRA_FLAGS:-}"
-
-CORPUS="$REPO/work/recipes/corpus-pydocs-bert-v2000"
-[ "$DRY_RUN" = 1 ] || run "$BIN/normformer-build-corpus" --out "$CORPUS" --format bert --python-docs --vocab-size 2000 >&2
-COMMON=("$CORPUS/data-bin" --task mlm_nsp --criterion mlm_nsp --tokens-per-sample 128 --batch-size 32
-  --encoder-layers 4 --encoder-embed-dim 256 --encoder-ffn-embed-dim 1024 --encoder-attention-heads 4
-  --dropout 0.1 --attention-dropout 0.1 --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-06
-  --weight-decay 0.01 --clip-norm 1.0 --lr-scheduler polynomial_decay --warmup-updates $((UPDATES / 10))
-  --total-num-update "$UPDATES" --max-update "$UPDATES" --validate-interval-updates $((UPDATES / 10))
-  --validate-interval 1000 --save-interval-updates 100000 --no-epoch-checkpoints --required-batch-size-multiple 1
-  --cpu --num-workers 0 --log-format simple --log-interval 50 "${PRECISION_FLAGS[@]}" "${EXTRA[@]}")
-declare -A ARCH=([preln]=preln_bert_base [normformer]=normformer_bert_base [sandwich]=preln_bert_base
-  [qknorm]=preln_bert_base [rmsnorm]=preln_bert_base)
-declare -A SWITCHES=([sandwich]=--sandwich-norm [qknorm]=--qk-norm [rmsnorm]="--norm-type rmsnorm")
-declare -A NAME=([preln]="Pre-LN" [normformer]=NormFormer [sandwich]="Sandwich norm" [qknorm]=QK-norm [rmsnorm]=RMSNorm)
-declare -A GRID=([preln]="$PRELN_LRS" [normformer]="$NF_LRS" [sandwich]="$SCHEME_LRS" [qknorm]="$SCHEME_LRS"
-  [rmsnorm]="$SCHEME_LRS")
-for model in "${MODELS[@]}"; do
-  if [ -z "${ARCH[$model]:-}" ]; then echo "MODELS: unknown model '$model' (known: ${!ARCH[*]})" >&2 && exit 2; fi
-done
-METRICS=(--metric mlm_ppl --metric mlm_accuracy --metric nsp_accuracy)
-# model_args MODEL: into the array MODEL_ARGS, its arch and switches
-model_args() { read -ra MODEL_ARGS <<<"--arch ${ARCH[$1]} ${SWITCHES[$1]:-}"; }
-
-# train_grid MODEL: MODEL at every LR of its grid, seed 1 (finished runs are reused)
-train_grid() {
-  local lr
-  model_args "$1"
-  for lr in ${GRID[$1]}; do train "$OUT/$1-lr$lr" "${COMMON[@]}" "${MODEL_ARGS[@]}" --lr "$lr" --seed 1; done
-}
-
-# best_of_grid MODEL: LR[MODEL], the best of its grid by mlm_ppl; widens GRID[MODEL] along LADDER when the best
-# is at an edge (returns 1 when it did not)
-best_of_grid() {
-  local model="$1" lr runs=() position widened
-  read -ra runs <<<"${GRID[$model]}"
-  if [ "$DRY_RUN" = 1 ]; then LR[$model]="${runs[$((${#runs[@]} / 2))]}" && return 1; fi  # the grid's middle
-  runs=()
-  for lr in ${GRID[$model]}; do runs+=(--run "$lr=$OUT/$model-lr$lr/train.log"); done
-  read -r LR[$model] position < <(analyze lr-grid "${runs[@]}" --metric mlm_ppl --out "$OUT/grid-$model.md" \
-    --title "${NAME[$model]}, masked LM, small scale, $PRECISION: the last validation's mlm_ppl by LR (seed 1)")
-  if [ -z "${LR[$model]}" ]; then exit 1; fi  # lr-grid said why
-  widened="$(widen_grid "${GRID[$model]}" "$position" "${LADDER[@]}")"
-  [ -n "$widened" ] && GRID[$model]="$widened"
-}
-
-# 1. the LR sweep, one seed; a scheme's grid (a model without a given LR) is widened until its best is inside
-declare -A LR=([preln]="$BASE_LR" [normformer]="$NF_LR")
-pending=()
-for model in "${MODELS[@]}"; do
-  train_grid "$model"
-  if [ -z "${LR[$model]:-}" ]; then pending+=("$model"); fi
-done
-while ((${#pending[@]})); do
-  wait_runs
-  widened=()
-  for model in "${pending[@]}"; do if best_of_grid "$model"; then widened+=("$model") && train_grid "$model"; fi; done
-  pending=("${widened[@]}")
-done
-wait_runs
-TABLE_RUNS=()
-for model in "${MODELS[@]}"; do
-  for lr in ${GRID[$model]}; do TABLE_RUNS+=(--run "${NAME[$model]}, lr $lr=$OUT/$model-lr$lr/train.log"); done
-done
-analyze metric-table "${TABLE_RUNS[@]}" "${METRICS[@]}" --out "$OUT/lr_sweep.md" \
-  --title "Masked LM (MLM + NSP), small scale, $PRECISION: the last validation after $UPDATES updates, by LR (seed 1)"
-
-# 2. each model at its own LR (the schemes': their sweep's best), SEEDS seeds
-TABLE_RUNS=()
-for model in "${MODELS[@]}"; do
-  model_args "$model"
-  for seed in $(seq "$SEEDS"); do
-    if [ "$seed" = 1 ] && [[ " ${GRID[$model]} " == *" ${LR[$model]} "* ]]; then continue; fi  # the sweep's run
-    train "$(seed_dir "$OUT/$model-lr${LR[$model]}" "$seed")" "${COMMON[@]}" "${MODEL_ARGS[@]}" --lr "${LR[$model]}" --seed "$seed"
-  done
-  seed_runs "${NAME[$model]}, lr ${LR[$model]}" "$OUT/$model-lr${LR[$model]}" train.log
-done
-wait_runs
-analyze metric-table "${TABLE_RUNS[@]}" "${METRICS[@]}" --out "$OUT/seeds.md" \
-  --title "Masked LM (MLM + NSP), small scale, $PRECISION: each model at its best LR, $SEEDS seeds, $UPDATES updates"
-analyze mlm-curves "${TABLE_RUNS[@]}" --data "$CORPUS/data-bin" --out-dir "$OUT"
-for model in "${MODELS[@]}"; do
-  if [ "$model" = preln ] || [[ " ${MODELS[*]} " != *" preln "* ]]; then continue; fi
-  PAIRS=()
-  for seed in $(seq "$SEEDS"); do
-    PAIRS+=(--baseline "$(seed_dir "$OUT/preln-lr$BASE_LR" "$seed")/train.log"
-      --candidate "$(seed_dir "$OUT/$model-lr${LR[$model]}" "$seed")/train.log")
-  done
-  dir="$OUT/time_to_target$([ "$model" = normformer ] || echo "-$model")"
-  analyze time-to-target "${PAIRS[@]}" --metric mlm_ppl --labels "Pre-LN,${NAME[$model]}" --out-dir "$dir"
-done
+read -ra MODELS <<<"${MODELS:-preln normformer}"
+# each variable of the spec that is set here (LRS: every grid)
+SETS=(precision="$PRECISION" ${PRELN_LRS:+preln_lrs="$PRELN_LRS"} ${NF_LRS:+nf_lrs="$NF_LRS"}
+  ${SCHEME_LRS:+scheme_lrs="$SCHEME_LRS"} ${LRS:+preln_lrs="$LRS" nf_lrs="$LRS" scheme_lrs="$LRS"}
+  ${BASE_LR:+base_lr="$BASE_LR"} ${NF_LR:+nf_lr="$NF_LR"})
+sweep mlm_small --schemes "${MODELS[@]}" "${SETS[@]/#/--set=}" -- "${PRECISION_FLAGS[@]}" "${EXTRA[@]}"
 show_table "$OUT/lr_sweep.md"
 show_table "$OUT/seeds.md"
 show_table "$OUT/mlm_curves.md"

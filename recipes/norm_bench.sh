@@ -26,10 +26,7 @@
 # (recipes/_run_dir.sh), so a second call only adds what the first did not finish.
 SCALES="tiny small" SEEDS="${SEEDS:-3}"
 source "$(dirname "$0")/_lm_common.sh"
-SWEEP=("$REPO/recipes/sweeps/norm_bench.yaml" --scale "$SCALE" --out "$OUT" --seeds "$SEEDS" --updates "${UPDATES:-300}"
-  --jobs "$JOBS" ${PEAK_LR:+--stability-peak-lr "$PEAK_LR"} ${WARMUP:+--stability-warmup-updates "$WARMUP"})
-if [ "$DRY_RUN" = 1 ]; then SWEEP+=(--dry-run); fi
-"$PY" -m fairseq_normformer.cli.sweep "${SWEEP[@]}"  # normformer-sweep
+sweep norm_bench ${PEAK_LR:+--stability-peak-lr "$PEAK_LR"} ${WARMUP:+--stability-warmup-updates "$WARMUP"}
 if [ "$DRY_RUN" = 1 ]; then exit; fi
 analyze sweep "$OUT"
 cat "$OUT/schemes.md"

@@ -4,6 +4,7 @@
     normformer-sweep recipes/sweeps/norm_bench.yaml --data DATA_BIN --size 125M --gpus-per-node 8 \\
         --executor slurm --partition learn --time 4320 --out work/sweeps/norm_bench-125M
     normformer-sweep recipes/sweeps/norm_bench.yaml --scale small --dry-run     # commands, nothing run
+    normformer-sweep recipes/sweeps/mlm_small.yaml --set precision=fp32 -- --no-layernorm-embedding  # every point's
 
 A rerun runs (submits) only the points that are neither done nor queued; it continues a grid that the runs so
 far decided (a widened LR grid, the seeds at a scheme's best LR).
@@ -29,7 +30,8 @@ def positive(text: str) -> int:
 
 
 def get_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="normformer-sweep", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="normformer-sweep", description=__doc__.split("\n\n")[0],
+                                epilog="After `--`: fairseq-train arguments added to every point's shared ones.")
     p.add_argument("spec", help="a sweep spec, e.g. recipes/sweeps/norm_bench.yaml")
     where = p.add_argument_group("what to train")
     where.add_argument("--scale", help="one of the spec's CPU scales (tiny, small); default: its first")
@@ -42,7 +44,18 @@ def get_parser() -> argparse.ArgumentParser:
     where.add_argument("--stability-peak-lr", type=float, help="the stability tests' peak LR (default: the spec's)")
     where.add_argument("--stability-warmup-updates", type=positive,
                        help="the stability tests' warmup to the peak LR, in updates (default: the spec's)")
+    where.add_argument("--world-size", type=positive, help="with --size: GPUs of one node that one fairseq-train spawns a "
+                       "process for each, as the recipes' paper scale (default: --gpus-per-node x --nodes, through torchrun)")
+    where.add_argument("--batch-size", type=positive, help="with --size: sequences per GPU (default: the paper's)")
+    where.add_argument("--tokens-per-sample", type=positive, default=paper.TOKENS_PER_SAMPLE,
+                       help=f"with --size: the sequence length, which sets --update-freq (default: {paper.TOKENS_PER_SAMPLE})")
+    where.add_argument("--remote-data", action="store_true",
+                       help="--data is a path of the machines that run the points: not checked here")
+    where.add_argument("--schemes", nargs="+", metavar="NAME", help="the spec's schemes to run (default: all)")
+    where.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                       help="a variable of the spec's strings, over the spec's and the scale's (e.g. an LR grid)")
     where.add_argument("--out", type=Path, help="the sweep's directory (default: work/recipes/NAME-SCALE)")
+    where.add_argument("--report-dir", type=Path, help="where commands.sh and the spec's reports go (default: --out)")
     how = p.add_argument_group("how to run it")
     how.add_argument("--executor", choices=("local", "slurm"), default="local",
                      help="local: submitit jobs on this machine (default); slurm: one SLURM array through submitit")
@@ -62,13 +75,26 @@ def setup_of(args, spec: dict) -> sweep.Setup:
     scale = args.scale or (args.size and f"size-{args.size}") or (scales[0] if scales else None)
     if not args.size and scale not in scales:
         raise sweep.SpecError(f"--scale {scale}: the spec's scales are {', '.join(scales) or 'none'} (or give --size)")
+    unknown = [name for name in args.schemes or [] if name not in spec["schemes"]]
+    if unknown:
+        raise sweep.SpecError(f"--schemes: unknown scheme {unknown[0]!r} (known: {', '.join(spec['schemes'])})")
     slurm = spec.get("slurm", {})
     default_out = Path("work") / "recipes" / f"{spec.get('name', Path(args.spec).stem)}-{scale}"
     return sweep.Setup(
-        spec, scale, (args.out or sweep.REPO / default_out).resolve(), args.data and args.data.resolve(), args.size,
+        spec, scale, (args.out or sweep.REPO / default_out).resolve(), args.data and args.data.resolve(),
+        args.size or spec.get("scales", {}).get(scale, {}).get("size"),
         args.gpus_per_node or slurm.get("gpus_per_node") or 1, args.nodes or slurm.get("nodes") or 1,
-        args.gpu_memory, args.seeds, args.updates, args.dry_run, stability_overrides(args),
+        args.gpu_memory, args.seeds, args.updates, args.dry_run, stability_overrides(args), overrides=variables(args.set),
+        report_dir=args.report_dir and args.report_dir.resolve(), spawn=args.world_size, batch_size=args.batch_size,
+        tokens_per_sample=args.tokens_per_sample, remote_data=args.remote_data, schemes=args.schemes, extra=args.extra,
     )  # fmt: skip
+
+
+def variables(assignments: list) -> dict:
+    """--set NAME=VALUE, each."""
+    if any("=" not in a for a in assignments):
+        raise sweep.SpecError(f"--set: expected NAME=VALUE, got {next(a for a in assignments if '=' not in a)!r}")
+    return dict(a.split("=", 1) for a in assignments)
 
 
 def stability_overrides(args) -> dict:
@@ -77,8 +103,17 @@ def stability_overrides(args) -> dict:
     return {key: value for key, value in given.items() if value is not None}
 
 
+def parse_args(argv) -> argparse.Namespace:
+    """The options, and after `--` the fairseq-train arguments every point adds (args.extra)."""
+    argv = sys.argv[1:] if argv is None else list(map(str, argv))
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = get_parser().parse_args(argv[:cut])
+    args.extra = argv[cut + 1 :]
+    return args
+
+
 def main(argv=None):
-    args = get_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         spec = sweep.load_spec(args.spec)
         setup = setup_of(args, spec)

@@ -7,6 +7,7 @@ submitit requeues the same point (``TrainJob.checkpoint``), which resumes from i
 What is run is decided from the run directories alone, so a second call continues the first: a scheme's grid
 is widened along the ladder while its best LR is at an edge, and its seeds and variants start once its grid
 is settled. The local executor calls until nothing is left; on SLURM, each call submits what can start now.
+Once every point is done, the spec's reports (the recipes' tables, normformer-analyze) are written.
 """
 import shlex
 import subprocess
@@ -34,6 +35,7 @@ SLURM_JOB = "slurm_job"  # the id of the job a point was submitted as
 ACTIVE_STATES = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING")
 TORCHRUN_SIGNALS = "SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1"
 MANIFEST = "sweep.json"
+STAGES = ("schemes", "stability", "variants")  # the points' order, unless a spec declares its `stages`
 SIGNAL_DELAY_S = 120  # seconds before the time limit that SLURM signals a job (a 125M save takes seconds)
 
 
@@ -58,40 +60,85 @@ class Setup:
     dry_run: bool = False
     stability: dict = field(default_factory=dict)  # peak_lr, warmup_updates of the command line, over the spec's
     built: list = field(default_factory=list)  # the corpus build command, once run or printed
+    overrides: dict = field(default_factory=dict)  # --set NAME=VALUE, over the spec's and the scale's variables
+    report_dir: Optional[Path] = None  # where commands.sh and the reports go (default: out)
+    spawn: Optional[int] = None  # --world-size: GPUs one fairseq-train spawns a process for each (no torchrun)
+    batch_size: Optional[int] = None  # with --size: sequences per GPU (default: the paper's)
+    tokens_per_sample: int = paper.TOKENS_PER_SAMPLE
+    remote_data: bool = False  # --data is a path of the machines that run the points: not checked here
+    schemes: Optional[List[str]] = None  # --schemes: the spec's schemes to run (default: all)
+    extra: list = field(default_factory=list)  # fairseq-train arguments after `--`, added to every point's
 
     @property
     def world_size(self) -> int:
-        return self.gpus_per_node * self.nodes
+        return self.spawn or self.gpus_per_node * self.nodes
 
     @property
     def seed_count(self) -> int:
         return self.seeds or int(self.spec.get("seeds", 1))
 
+    @property
+    def reports(self) -> Path:
+        return self.report_dir or self.out
+
     def variables(self) -> dict:
-        updates = self.updates or int(self.spec.get("updates", 0))
-        scale_vars = self.spec.get("paper_vars", {}) if self.size else self.scale_spec().get("vars", {})
-        return {"updates": updates, "warmup": updates // 10, "scale": self.scale, **scale_vars}
+        """{names} of the spec's strings: the spec's `vars`, the scale's (the paper's with --size), --set's."""
+        scale_vars = {**self.spec.get("paper_vars", {}), **paper_lr_vars(self)} if self.size else self.scale_spec().get("vars", {})
+        named = {**self.spec.get("vars", {}), **scale_vars, **self.overrides}
+        updates = self.updates or int(self.scale_spec().get("updates", self.spec.get("updates", 0)))
+        return {"updates": updates, "warmup": updates // 10, "scale": self.scale, "seeds": self.seed_count,
+                "report_dir": self.reports, **named}  # fmt: skip
 
     def scale_spec(self) -> dict:
-        return self.spec["scales"][self.scale]
+        return self.spec.get("scales", {}).get(self.scale, {})
+
+
+def paper_lr_vars(setup: Setup) -> dict:
+    """With the spec's `paper_table`: {MODEL_lrs} of that table at --size (paper.py), each "LR LR ..." as the paper
+    writes them."""
+    table = setup.spec.get("paper_table")
+    if table is None:
+        return {}
+    try:
+        runs = {model: paper.settings(str(table), setup.size, model, setup.world_size, setup.batch_size,
+                                      setup.tokens_per_sample) for model in paper.MODELS}  # fmt: skip
+    except (KeyError, ValueError) as e:
+        raise SpecError(f"--size {setup.size}: {e}") from None
+    return {f"{model}_lrs": " ".join(map(paper.lr_text, s["lrs"])) for model, s in runs.items()}
 
 
 def load_spec(path) -> dict:
-    """The spec at ``path`` (YAML), with the keys every sweep needs checked."""
+    """The spec at ``path`` (YAML; its `include`, a spec file beside it, under it), with the keys every sweep
+    needs checked."""
     path = Path(path)
-    try:
-        spec = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as e:
-        raise SpecError(f"cannot read the spec {path}: {str(e).splitlines()[0]}") from None
-    if not isinstance(spec, dict) or not isinstance(spec.get("schemes"), dict) or not spec["schemes"]:
-        raise SpecError(f"{path}: a spec needs `schemes`, a mapping of name to label, flags and lrs")
+    spec = read_yaml(path)
+    if isinstance(spec, dict) and "include" in spec:
+        spec = merged(read_yaml(path.parent / spec.pop("include")), spec)
+    if not isinstance(spec, dict) or not (isinstance(spec.get("schemes"), dict) or isinstance(spec.get("variants"), dict)):
+        raise SpecError(f"{path}: a spec needs `schemes`, a mapping of name to label, flags and lrs (or `variants`)")
+    spec.setdefault("schemes", {})
     for name, scheme in spec["schemes"].items():
         if not scheme.get("lrs"):
             raise SpecError(f"{path}: scheme {name!r} has no `lrs`")
     for name, variant in spec.get("variants", {}).items():
-        if variant.get("of") not in spec["schemes"]:
-            raise SpecError(f"{path}: variant {name!r} varies {variant.get('of')!r}, which is not a scheme")
+        if "lr" not in variant and variant.get("of") not in spec["schemes"]:
+            raise SpecError(f"{path}: variant {name!r} varies {variant.get('of')!r}, which is not a scheme, and has no `lr`")
     return spec
+
+
+def read_yaml(path: Path):
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise SpecError(f"cannot read the spec {path}: {str(e).splitlines()[0]}") from None
+
+
+def merged(base: dict, over: dict) -> dict:
+    """``base`` with ``over``'s keys, mappings merged key by key."""
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = merged(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
 
 
 def filled(args, variables: dict) -> list:
@@ -110,7 +157,7 @@ def data_dir(setup: Setup) -> Path:
     """--data, or the scale's built-in corpus (normformer-build-corpus, which reuses a finished one; printed, not
     run, in a dry run)."""
     if setup.data is not None:
-        if not (setup.data / "dict.txt").exists():
+        if not setup.remote_data and not (setup.data / "dict.txt").exists():
             raise SpecError(f"--data {setup.data}: not a fairseq-preprocess directory (no dict.txt)")
         return setup.data
     if setup.size:
@@ -126,17 +173,18 @@ def data_dir(setup: Setup) -> Path:
     return out / "data-bin"
 
 
-def paper_size_args(setup: Setup) -> list:
-    """The paper's run of --size on the sweep's GPUs (paper.py): model, batch, optimiser, schedule, and the
-    precision and backend the memory plan picks for --gpu-memory, as the recipes' paper scale."""
+def paper_size_args(setup: Setup, model: str = "baseline") -> list:
+    """The paper's run of --size on the sweep's GPUs (paper.py; with the spec's `paper_table`, that table's
+    schedule): model, batch, optimiser, schedule, and the precision and backend the memory plan picks for
+    --gpu-memory, as the recipes' paper scale."""
     try:
-        s = paper.size_settings(setup.size, "baseline", setup.world_size)
+        s = paper.size_settings(setup.size, model, setup.world_size, setup.batch_size, setup.tokens_per_sample)
+        s["warmup_updates"] = paper.TABLES.get(str(setup.spec.get("paper_table")), {}).get("warmup_updates", paper.WARMUP_UPDATES)
         plan = memory_plan.auto_plan(s["arch"], "memory-efficient-fp16", setup.world_size, s["batch_size"],
                                      s["tokens_per_sample"], setup.gpu_memory, s["dropout"] > 0)  # fmt: skip
     except (KeyError, ValueError) as e:
         raise SpecError(f"--size {setup.size}: {e}") from None
     print("\n".join(memory_plan.report_lines(plan)), file=sys.stderr)
-    s["warmup_updates"] = paper.WARMUP_UPDATES
     paper.with_plan(s, plan)
     groups = paper.run_args(s)
     args = [*groups["MODEL"], *groups["BATCH"], *paper.optimizer_args(), *groups["SCHEDULE"], *s["precision"], *s["memory_args"]]
@@ -145,19 +193,22 @@ def paper_size_args(setup: Setup) -> list:
     return args
 
 
-def shared_args(setup: Setup) -> list:
-    """The data directory and the arguments of every point, before its scheme's flags."""
+def shared_args(setup: Setup, model: str = "baseline") -> list:
+    """The data directory and the arguments of every point, before its scheme's flags (with --size, those of the
+    paper's ``model``: baseline or normformer)."""
     data = str(data_dir(setup))
     if setup.size:
-        return [data, *filled(setup.spec.get("paper_train", []), setup.variables()), *paper_size_args(setup)]
+        return [data, *filled(setup.spec.get("paper_train", []), setup.variables()), *paper_size_args(setup, model),
+                *setup.extra]  # fmt: skip
     scale = setup.scale_spec()
-    return [data, *filled(setup.spec.get("train", []), setup.variables()), *filled(scale.get("model", []), setup.variables())]
+    return [data, *filled(setup.spec.get("train", []), setup.variables()), *filled(scale.get("model", []), setup.variables()),
+            *setup.extra]  # fmt: skip
 
 
 def launcher(setup: Setup) -> list:
     """fairseq-train, or with several GPUs the project's torchrun wrapper around it (one launcher per node)."""
     train = str(BIN / "fairseq-train")
-    if setup.world_size == 1:
+    if setup.world_size == 1 or setup.spawn:
         return [train]
     nodes = ["--standalone"] if setup.nodes == 1 else ["--node-rank", "{node_rank}", "--master-addr", "{master_addr}",
                                                        "--master-port", "29500"]  # fmt: skip
@@ -167,32 +218,54 @@ def launcher(setup: Setup) -> list:
 
 # --- the points -----------------------------------------------------------------------------------------
 class Grid:
-    """The points of one sweep, as far as its run directories decide them."""
+    """The points of one sweep, as far as its run directories decide them, in the order of the spec's `stages`."""
 
     def __init__(self, setup: Setup):
         self.setup, self.spec = setup, setup.spec
-        self.prefix = [*launcher(setup), *shared_args(setup)]
+        self.variables = setup.variables()
+        self.prefixes: Dict[str, list] = {}
+        self.prefix()  # the data and the paper's settings checked before anything is written
         self.lrs: Dict[str, List[str]] = {}
         self.best: Dict[str, Optional[str]] = {}
-        for name in self.spec["schemes"]:
+        for name in self.scheme_names():
             self.lrs[name], self.best[name] = self.settle(name)
 
-    def point(self, run_dir: Path, flags: list, lr: str, seed: int, label: str) -> Point:
-        variables = {**self.setup.variables(), "run_dir": run_dir}
-        args = [*filled(flags, variables), "--lr", lr, *filled(self.spec.get("point", []), variables)]
-        command = [*self.prefix, *args, "--seed", str(seed), "--user-dir", str(USER_DIR), "--save-dir", str(run_dir / "checkpoints")]
-        return Point(run_dir, tuple(command), label.format(**variables))
+    def scheme_names(self) -> List[str]:
+        return self.setup.schemes or list(self.spec["schemes"])
+
+    def prefix(self, model: str = "baseline") -> list:
+        """The launcher and the shared arguments of a point (with --size, of the paper's ``model``)."""
+        if model not in self.prefixes:
+            self.prefixes[model] = [*launcher(self.setup), *shared_args(self.setup, model)]
+        return self.prefixes[model]
+
+    def point(self, run_dir: Path, run: dict, lr: str, seed: int) -> Point:
+        """``run`` (a scheme or variant: flags, label, paper_model) at ``lr`` with ``seed`` in ``run_dir``."""
+        variables = {**self.variables, "run_dir": run_dir, "lr": lr}
+        args = [*filled(run.get("flags", []), variables), "--lr", lr, *filled(self.spec.get("point", []), variables)]
+        command = [*self.prefix(run.get("paper_model", "baseline")), *args, "--seed", str(seed), "--user-dir", str(USER_DIR),
+                   "--save-dir", str(run_dir / "checkpoints")]  # fmt: skip
+        label = str(run.get("label", run_dir.name)).format(**variables)
+        return Point(run_dir, tuple(command), self.spec.get("run_label", "{label}").format(**variables, label=label))
 
     def grid_dir(self, name: str, lr: str) -> Path:
-        return self.setup.out / "grid" / f"{name}-lr{lr}"
+        return self.setup.out / self.spec.get("run_dir", "grid/{name}-lr{lr}").format(name=name, lr=lr)
+
+    def scheme(self, name: str) -> dict:
+        return {"label": name, **self.spec["schemes"][name]}
+
+    def scheme_lrs(self, name: str) -> List[str]:
+        """The first LRs of scheme ``name``'s grid: a list, or a string of LRs ("{a scale's variable}")."""
+        lrs = self.spec["schemes"][name]["lrs"]
+        return filled([lrs], self.variables)[0].split() if isinstance(lrs, str) else filled(lrs, self.variables)
 
     def settle(self, name: str) -> tuple:
         """(the LRs of scheme ``name``'s grid, its best LR): None while a run of the grid is not settled (a dry run
         takes the grid's middle LR, as the recipes' DRY_RUN did) or when every run of it diverged."""
         scheme = self.spec["schemes"][name]
-        lrs = [str(lr) for lr in scheme["lrs"]]
+        lrs = self.scheme_lrs(name)
         if "best" in scheme:
-            return lrs, str(scheme["best"])
+            return lrs, filled([scheme["best"]], self.variables)[0]
         while all(settled(self.grid_dir(name, lr)) for lr in lrs):
             if not any(rd.is_done(self.grid_dir(name, lr)) for lr in lrs):
                 return lrs, None
@@ -203,22 +276,51 @@ class Grid:
             lrs = widened
         return lrs, lrs[len(lrs) // 2] if self.setup.dry_run else None
 
+    def seeds(self, first: int = 1) -> range:
+        return range(first, self.setup.seed_count + 1)
+
     def points(self) -> List[Point]:
-        """Every point known now: each scheme's grid (seed 1), its seeds at its best LR, the variants of it."""
-        points, seeds = [], range(1, self.setup.seed_count + 1)
-        for name, scheme in self.spec["schemes"].items():
-            label = scheme.get("label", name)
-            points += [self.point(self.grid_dir(name, lr), scheme.get("flags", []), lr, 1, label) for lr in self.lrs[name]]
-            best = self.best[name]
-            if best is not None:
-                points += [self.point(seed_dir(self.grid_dir(name, best), k), scheme.get("flags", []), best, k, label)
-                           for k in seeds if k > 1]  # fmt: skip
-        points += self.stability_points()
+        """Every point known now, stage by stage (the spec's `stages`; default: each scheme's grid and seeds, the
+        stability tests, the variants)."""
+        stages = {"schemes": self.scheme_points, "grids": self.grid_points, "seeds": self.seed_points,
+                  "stability": self.stability_points, "variants": self.variant_points}  # fmt: skip
+        return [p for stage in self.spec.get("stages", STAGES) for p in stages[stage]()]
+
+    def scheme_points(self) -> List[Point]:
+        """Each scheme's grid, then its seeds."""
+        return [p for name in self.scheme_names() for p in self.grid_points([name]) + self.seed_points([name])]
+
+    def grid_points(self, names=None) -> List[Point]:
+        """Each scheme's grid: one seed, or with `seeds_at: every_lr` every seed at every LR."""
+        every = self.spec.get("seeds_at") == "every_lr"
+        return [self.point(seed_dir(self.grid_dir(name, lr), k), self.scheme(name), lr, k)
+                for name in names or self.scheme_names() for lr in self.lrs[name]
+                for k in (self.seeds() if every else [1])]  # fmt: skip
+
+    def seed_points(self, names=None, grid_too: bool = False) -> List[Point]:
+        """Each scheme at its best LR, every seed but the grid's (seed 1, when the best is in its grid; with
+        ``grid_too`` that one too)."""
+        if self.spec.get("seeds_at") == "every_lr" and not grid_too:
+            return []
+        return [self.point(seed_dir(self.grid_dir(name, best), k), self.scheme(name), best, k)
+                for name in names or self.scheme_names() if (best := self.best[name]) is not None
+                for k in self.seeds(2 if best in self.lrs[name] and not grid_too else 1)]  # fmt: skip
+
+    def variant_lr(self, variant: dict) -> Optional[str]:
+        """A variant's LR: its own `lr`, else the best (`at: highest`: the highest) LR of the scheme it varies."""
+        if "lr" in variant:
+            return filled([variant["lr"]], self.variables)[0]
+        of = variant["of"]
+        return self.lrs[of][-1] if variant.get("at") == "highest" else self.best[of]
+
+    def variant_points(self) -> List[Point]:
+        """Each variant, every seed, in its own directory (its name, {lr} filled in)."""
+        points = []
         for path, variant in self.spec.get("variants", {}).items():
-            best = self.best[variant["of"]]
-            if best is not None:
-                points += [self.point(seed_dir(self.setup.out / path, k), variant["flags"], best, k, variant.get("label", path))
-                           for k in seeds]  # fmt: skip
+            lr = self.variant_lr(variant)
+            if lr is not None:
+                run_dir = self.setup.out / path.format(**self.variables, lr=lr)
+                points += [self.point(seed_dir(run_dir, k), {"label": path, **variant}, lr, k) for k in self.seeds()]
         return points
 
     def stability_points(self) -> List[Point]:
@@ -228,21 +330,73 @@ class Grid:
         if not stability or self.setup.size:
             return []
         stability = {**stability, **self.setup.stability}
-        variables, data = self.setup.variables(), self.prefix[len(launcher(self.setup))]
+        variables, data = self.variables, self.prefix()[len(launcher(self.setup))]
         train = [*filled(stability["train"], variables), *filled(self.setup.scale_spec().get("model", []), variables)]
         points = []
-        for name, scheme in self.spec["schemes"].items():
-            run_dir = self.setup.out / "stability" / name
+        for name in self.scheme_names():
+            scheme, run_dir = self.spec["schemes"][name], self.setup.out / "stability" / name
             command = [str(BIN / "normformer-analyze"), "lr-stability", data, "--peak-lr", str(stability["peak_lr"]),
                        "--warmup-updates", str(stability["warmup_updates"]), "--out-dir", str(run_dir), "--",
                        *train, *filled(scheme.get("flags", []), variables)]  # fmt: skip
             points.append(Point(run_dir, tuple(command), scheme.get("label", name), "stability.log"))
         return points
 
+    def reports(self) -> List[list]:
+        """The spec's `reports`, each a normformer-analyze command (its arguments), or with `each: scheme` one per
+        scheme ({name}, {label} and the scheme's `vars` filled in): of the schemes `against` a baseline scheme (not
+        itself, and only when it runs), or of those whose grid decides their best (`grid_only`)."""
+        variables, commands = {**self.variables, "data": self.prefix()[len(launcher(self.setup))]}, []
+        for report in self.spec.get("reports", []):
+            if isinstance(report, list):
+                commands.append(self.expand(filled(report, variables)))
+                continue
+            for name in self.reporting(report):
+                scheme = self.spec["schemes"][name]
+                named = {**variables, "name": name, "label": scheme.get("label", name), **scheme.get("vars", {})}
+                commands.append(self.expand(filled(report["args"], named)))
+        return [[str(BIN / "normformer-analyze"), *command] for command in commands]
+
+    def reporting(self, report: dict) -> List[str]:
+        """The schemes an `each: scheme` report is written for."""
+        names, against = self.scheme_names(), report.get("against")
+        if against is not None:
+            return [name for name in names if name != against] if against in names else []
+        return [name for name in names if not (report.get("grid_only") and "best" in self.spec["schemes"][name])]
+
+    def expand(self, args: list) -> list:
+        """``$runs``: ``--run LABEL=LOG`` of every training point (``$runs:grids``: of the grids; ``$runs:best``:
+        each scheme at its best LR, every seed; ``$runs:variants``), a seed's run under its label again;
+        ``$grid:NAME``: ``--run LR=LOG`` of scheme NAME's grid; ``$pairs:A,B``: ``--baseline LOG --candidate LOG``
+        of run A's and run B's seed K (a variant, or a scheme at its best LR), for every seed."""
+        out = []
+        for arg in args:
+            word, _, what = arg.partition(":")
+            if word == "$runs":
+                stages = {"grids": self.grid_points, "best": lambda: self.seed_points(grid_too=True), "variants": self.variant_points}
+                points = stages[what]() if what else [p for p in self.points() if p.log_name == "train.log"]
+                out += [a for p in points for a in ("--run", f"{p.label}={p.log}")]
+            elif word == "$grid":
+                out += [a for lr in self.lrs[what] for a in ("--run", f"{lr}={self.grid_dir(what, lr) / 'train.log'}")]
+            elif word == "$pairs":
+                baseline, candidate = what.split(",")
+                for logs in zip(self.seed_logs(baseline), self.seed_logs(candidate)):
+                    out += ["--baseline", str(logs[0]), "--candidate", str(logs[1])]
+            else:
+                out.append(arg)
+        return out
+
+    def seed_logs(self, name: str) -> List[Path]:
+        """Every seed's train.log of run ``name``: a variant, or a scheme at its best LR."""
+        if name in self.spec.get("variants", {}):
+            run_dir = self.setup.out / name.format(**self.variables, lr=self.variant_lr(self.spec["variants"][name]))
+        else:
+            run_dir = self.grid_dir(name, self.best[name])
+        return [seed_dir(run_dir, k) / "train.log" for k in self.seeds()]
+
     def manifest(self) -> dict:
         """What normformer-analyze sweep reads: the spec, the scale, the seeds, each scheme's LRs and best."""
         return {"spec": self.spec, "scale": self.setup.scale, "seeds": self.setup.seed_count,
-                "lrs": self.lrs, "best": self.best, "variables": self.setup.variables()}  # fmt: skip
+                "lrs": self.lrs, "best": self.best, "variables": self.variables}  # fmt: skip
 
 
 def point_line(point: Point) -> str:
@@ -345,11 +499,21 @@ def write_manifest(setup: Setup, grid: Grid):
 
 
 def record(setup: Setup, points: List[Point]):
-    """The corpus build (once) and each point's line, into OUT/commands.sh; printed in a dry run."""
-    lines = [rd.log_command(setup.out, setup.built)] if setup.built and not (setup.out / rd.COMMANDS).exists() else []
-    lines += [rd.log_command(setup.out, list(p.command), log=p.log) for p in points]
+    """The corpus build (once) and each point's line, into REPORT_DIR/commands.sh; printed in a dry run."""
+    lines = [rd.log_command(setup.reports, setup.built)] if setup.built and not (setup.reports / rd.COMMANDS).exists() else []
+    lines += [rd.log_command(setup.reports, list(p.command), log=p.log) for p in points]
     if setup.dry_run:
         print("\n".join(lines))
+
+
+def report(setup: Setup, grid: Grid):
+    """The spec's reports (normformer-analyze), recorded in commands.sh and run (printed in a dry run)."""
+    for command in grid.reports():
+        line = rd.log_command(setup.reports, command)
+        if setup.dry_run:
+            print(line)
+        else:
+            subprocess.run(command, check=True)
 
 
 def sweep_local(setup: Setup, jobs: int):
@@ -362,6 +526,7 @@ def sweep_local(setup: Setup, jobs: int):
         if not todo or setup.dry_run:
             record(setup, todo)
             print(f"normformer-sweep: {len(grid.points()) - len(todo)} points done, {len(todo)} to run", file=sys.stderr)
+            report(setup, grid)
             return
         record(setup, todo)
         errors = run_local(todo, jobs, setup.out / "submitit")
@@ -370,7 +535,8 @@ def sweep_local(setup: Setup, jobs: int):
 
 
 def sweep_slurm(setup: Setup, parameters: dict):
-    """Submit, as one SLURM array, the points that can start now and are neither done nor queued."""
+    """Submit, as one SLURM array, the points that can start now and are neither done nor queued; once every point
+    is done, write the spec's reports."""
     grid, folder = Grid(setup), setup.out / "slurm"
     write_manifest(setup, grid)
     todo = [p for p in grid.points() if not settled(p.run_dir) and (setup.dry_run or not queued(p, folder))]
@@ -380,6 +546,8 @@ def sweep_slurm(setup: Setup, parameters: dict):
         return
     if not todo:
         print("normformer-sweep: nothing to submit (every point is done or queued)", file=sys.stderr)
+        if all(settled(p.run_dir) for p in grid.points()):
+            report(setup, grid)
         return
     record(setup, todo)
     ids = submit_slurm(todo, folder, parameters)

@@ -122,4 +122,4 @@ def test_recipe_adds_the_norm_bench_schemes_each_pre_ln_plus_its_switch(tmp_path
         "time_to_target-sandwich", "time_to_target-qknorm", "time_to_target-rmsnorm"]  # fmt: skip
     refused = subprocess.run(["bash", REPO_ROOT / "recipes" / "mlm_small.sh", "small", tmp_path / "x"],
                              env={**env, "MODELS": "preln dyt"}, capture_output=True, text=True)  # fmt: skip
-    assert refused.returncode == 2 and "MODELS: unknown model 'dyt' (known: " in refused.stderr
+    assert refused.returncode == 2 and "--schemes: unknown scheme 'dyt' (known: " in refused.stderr

@@ -143,18 +143,6 @@ def test_recipes_refuse_a_data_they_would_ignore(tmp_path, recipe, scale, line):
     assert not (tmp_path / "out" / "commands.sh").exists()
 
 
-@pytest.mark.parametrize("lrs, position, widened", [("3e-4 1e-3", "lowest", "1e-4 3e-4 1e-3"),
-                                                     ("3e-4 1e-3", "highest", "3e-4 1e-3 3e-3"),
-                                                     ("1e-4 3e-4", "lowest", ""), ("1e-3 3e-3", "highest", ""),
-                                                     ("3e-4 1e-3 3e-3", "inside", "")])  # fmt: skip
-def test_a_grid_is_widened_by_the_ladders_next_lr_beyond_the_edge_of_its_best(lrs, position, widened):
-    """mlm_small widens a scheme's LR grid with widen_grid until lr-grid finds the best inside;
-    at the ladder's end it stops."""
-    function = f'source <(sed -n "/^widen_grid()/,/^}}/p" {REPO_ROOT}/recipes/_lm_common.sh)'
-    script = f'{function}; widen_grid "{lrs}" {position} 1e-4 3e-4 1e-3 3e-3'
-    assert subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.strip() == widened
-
-
 # norm_bench's run directories and the switches each must have (the rest at their defaults)
 NORM_BENCH_RUNS = {
     "grid/preln-": {}, "grid/postln-": {"post_ln": True},

@@ -246,6 +246,23 @@ def test_analyze_sweep_writes_the_tables_ppl_table_and_lr_grid_write(local_sweep
 
 
 @pytest.mark.slow
+def test_a_finished_sweep_writes_the_specs_reports(local_sweep, tiny_lm_corpus):
+    """The spec's `reports` (the recipes' tables) run once every point is done, into --report-dir: ``$runs`` is
+    every point's train.log under its `run_label`, and the command is recorded in that directory's commands.sh."""
+    out, reports = local_sweep["out"], local_sweep["root"] / "reports"
+    spec = tiny_spec(local_sweep["root"] / "reports.yaml", run_label="{label}, lr {lr}",
+                     reports=[["ppl-table", "$runs", "--title", "{scale}", "--out", "{report_dir}/table.md"]])  # fmt: skip
+    result = run_cli(["normformer-sweep", spec, "--data", tiny_lm_corpus.data_bin, "--out", out, "--report-dir", reports])
+    assert "4 points done, 0 to run" in result.stderr
+    rows = [line.split("|")[1].strip() for line in (reports / "table.md").read_text().splitlines() if line.startswith("| ")]
+    assert rows[1:] == [f"{label}, lr {lr}" for label in ("NormFormer", "Pre-LN") for lr in ("1e-3", "3e-3")]  # the spec's order
+    (argv,) = recorded_commands(reports / "commands.sh")
+    logs = [value.split("=", 1)[1] for flag, value in zip(argv, argv[1:]) if flag == "--run"]
+    assert argv[1:2] == ["ppl-table"] and logs == [f"{out}/grid/{name}-lr{lr}/train.log" for name in ("normformer", "preln")
+                                                   for lr in ("1e-3", "3e-3")]  # fmt: skip
+
+
+@pytest.mark.slow
 def test_a_spec_with_a_ladder_widens_the_grid_the_runs_decided(local_sweep, tiny_lm_corpus):
     """The same finished grid under a spec with a ladder: the next LR beyond the edge where lr-grid puts each
     scheme's best is what runs next (a dry run prints it)."""
