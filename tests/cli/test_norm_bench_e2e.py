@@ -1,15 +1,15 @@
-"""The normalization-bench switches through the real fairseq-train: one tiny causal LM and one tiny masked LM
-(MLM + NSP) with every switch on at once, two updates each, run side by side; the schemes since 2024 that combine
-the same way; and each of the three that do not combine with each other, alone, in the family left."""
+"""The normalization-bench switches through the real fairseq-train, in-process (run_cli): one tiny causal LM and
+one tiny masked LM (MLM + NSP) with every switch on at once, two updates each; the schemes since 2024 that combine
+the same way; and each of the three that do not combine with each other, alone, in the family left. The warnings
+of fairseq-train's start-up are tests/cli/test_e2e_lm.py's (real processes); these runs' own are checked here."""
 import math
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from tests.conftest import python_warnings, run_cli
-from tests.distributed.fairseq_runs import logged_updates, tiny_bert_args, tiny_lm_args, train
+from tests.conftest import printed_warnings, python_warnings, run_cli
+from tests.distributed.fairseq_runs import logged_updates, tiny_bert_args, tiny_lm_args
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -20,13 +20,18 @@ MLM_SCHEMES = SCHEMES + ["--norm-type", "dyt", "--ffn-norm-type", "rmsnorm", "--
                          "--dyt-alpha", "0.8,0.2,0.2"]
 
 
+def train(args):
+    """fairseq-train ``args`` in this process, the warnings it raises printed as a new process prints them."""
+    with printed_warnings():
+        return run_cli(["fairseq-train", *args])
+
+
 @pytest.fixture(scope="module")
 def runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("norm_bench")
     args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *LM_SCHEMES),
             tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *MLM_SCHEMES)]  # fmt: skip
-    with ThreadPoolExecutor(2) as pool:
-        lm, mlm = pool.map(train, args)
+    lm, mlm = map(train, args)
     return {"lm": (lm, root / "lm"), "mlm": (mlm, root / "mlm")}
 
 
@@ -74,8 +79,7 @@ def depth_runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
     args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *DEPTH_SCHEMES, "--qk-norm",
                          "--reordered-norm", "--criterion", "cross_entropy_zloss"),
             tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *DEPTH_SCHEMES, "--rezero")]
-    with ThreadPoolExecutor(2) as pool:
-        return dict(zip(["lm", "mlm"], pool.map(train, args), strict=True)), root
+    return dict(zip(["lm", "mlm"], map(train, args), strict=True)), root
 
 
 @pytest.mark.parametrize("name", ["lm", "mlm"])
