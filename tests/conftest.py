@@ -1,5 +1,6 @@
 """Shared fixtures: tiny standard-library and gettext corpora and a tiny pre-trained BERT checkpoint
-(built once per session), ``run_cli`` and the tiny masked-LM settings (``TINY``, ``TRAIN``, ``pretrain``)."""
+(built once per session), ``run_cli`` (``printed_warnings`` for its in-process runs) and the tiny masked-LM
+settings (``TINY``, ``TRAIN``, ``pretrain``)."""
 import contextlib
 import copy
 import io
@@ -11,6 +12,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import warnings
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -26,6 +28,7 @@ from fairseq_normformer.cli import script
 from fairseq_normformer.corpus.gettext import build_translation_corpus
 from fairseq_normformer.corpus.stdlib import build_corpus
 from fairseq_normformer.fixes import batch_prefetch
+from fairseq_normformer.fixes.warning_filters import silence_fairseq_hydra_warnings, silence_library_warnings
 from fairseq_normformer.runs.run_dir import is_setting
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +46,30 @@ PYTHON_WARNING = re.compile(r"^.*:\d+: \w*Warning: .*$", re.M)  # warnings.forma
 def python_warnings(*outputs) -> list:
     """The Python warnings printed in the ``outputs`` (a process's stdout and stderr, log files)."""
     return [line for text in outputs for line in PYTHON_WARNING.findall(text)]
+
+
+PYTHON_DEFAULT_IGNORED = (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning)
+
+
+@contextlib.contextmanager
+def printed_warnings():
+    """Inside, Python warnings are printed to ``sys.stderr`` (an in-process ``run_cli``'s captured stderr) under the
+    filters of a new process of this environment (Python's defaults, then the plugin's fixes/warning_filters.py),
+    not recorded under pytest's (pytest.ini ignores three categories): ``python_warnings`` reads an in-process run's
+    output as a real process's. Only a real process prints the warnings of its start-up and imports."""
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        for category in PYTHON_DEFAULT_IGNORED:
+            warnings.simplefilter("ignore", category, append=True)
+        silence_fairseq_hydra_warnings()
+        silence_library_warnings()
+        warnings.showwarning = print_warning
+        yield
+
+
+def print_warning(message, category, filename, lineno, file=None, line=None):
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `make test` runs one pytest process per core (pytest-xdist): each, and every CLI it starts,

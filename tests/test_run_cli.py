@@ -1,10 +1,13 @@
 """run_cli runs a console script in the test's process (tests/conftest.py in_process): what it prints is what
 a real process prints, and a second run inherits nothing of the first (best loss, tensorboard writers)."""
+import contextlib
+import io
 import re
+import warnings
 
 import pytest
 
-from tests.conftest import TINY, TRAIN, USER_DIR, run_cli
+from tests.conftest import TINY, TRAIN, USER_DIR, printed_warnings, python_warnings, run_cli
 
 LOGGED = re.compile(r"\| (?:train_inner|valid|train) \| .*")  # the training's numbers, not its times
 NUMBERS = re.compile(r"\b(?:loss|ppl|best_loss|num_updates|lr|gnorm|mlm_loss|nsp_loss|nsp_acc)[ =][-\d.]+")
@@ -34,3 +37,16 @@ def test_in_process_prints_the_numbers_of_a_real_process_and_a_second_run_starts
     assert again == real  # not the longer run's best loss
     for name in ("process", "longer", "again"):  # each run's own tensorboard logs, closed (readable)
         assert {p.parent.name for p in (tmp_path / name / "tb").rglob("events.out.tfevents.*")} >= {"train", "valid"}
+
+
+def test_printed_warnings_are_a_new_process_s_on_the_captured_stderr():
+    """printed_warnings: a warning of the run's own printed where python_warnings reads it, under pytest's recorder;
+    the ones a new process does not print (Python's default filters, fixes/warning_filters.py) left out."""
+    stderr = io.StringIO()
+    with printed_warnings(), contextlib.redirect_stderr(stderr):
+        warnings.warn("a warning of the run's own", UserWarning)
+        warnings.warn("ignored by Python's default filters", DeprecationWarning)
+        warnings.warn_explicit("'pin_memory' argument is set as true but no accelerator is found", UserWarning,
+                               "dataloader.py", 1, module="torch.utils.data.dataloader")  # fmt: skip
+    assert [line.split(": ", 1)[1] for line in python_warnings(stderr.getvalue())] == [
+        "UserWarning: a warning of the run's own"]

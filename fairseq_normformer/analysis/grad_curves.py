@@ -9,6 +9,12 @@ from ..instrumentation.param_groups import param_group
 def read_grad_norms(path) -> List[dict]:
     """The records of a grad-norm file, sorted by update; a later record of an update replaces an
     earlier one (a resumed run re-records the updates after its checkpoint)."""
+    return read_update_records(path, "grad-norm")
+
+
+def read_update_records(path, kind: str) -> List[dict]:
+    """The records of a JSON Lines file of ``kind`` written every N updates (--grad-norm-file, --diagnostics-file),
+    sorted by update, the last record of each update kept."""
     by_update = {}
     with open(path) as f:
         for number, line in enumerate(f, 1):
@@ -18,9 +24,9 @@ def read_grad_norms(path) -> List[dict]:
                 record = json.loads(line)
                 by_update[int(record["update"])] = record
             except (ValueError, KeyError, TypeError) as e:
-                raise ValueError(f"{path}:{number} is not a grad-norm record ({e})") from None
+                raise ValueError(f"{path}:{number} is not a {kind} record ({e})") from None
     if not by_update:
-        raise ValueError(f"{path} holds no grad-norm records")
+        raise ValueError(f"{path} holds no {kind} records")
     return [by_update[u] for u in sorted(by_update)]
 
 

@@ -8,6 +8,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .diagnostics import LAYER_RMS, QUANTITIES, curves  # noqa: E402
 from .gamma import Gammas  # noqa: E402
 from .seeds import mean_std  # noqa: E402
 from ..instrumentation.param_groups import param_group  # noqa: E402
@@ -55,6 +56,27 @@ def plot_grad_norms(runs: Dict[str, List[List[dict]]], path, local: str = "fc2.w
         ax.set(title=title, xlabel="update", yscale="log")
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel(f"average L1 norm of grad, {local}")
+    return _save(fig, path)
+
+
+def plot_diagnostics(runs: Dict[str, List[List[dict]]], path) -> Path:
+    """The scale diagnostics against updates: one row per quantity (the largest attention logit and the output RMS
+    one line per layer, mean |log Z| one line), one column per run, each row's y axis shared; the mean over the
+    run's seeds with a band of ± one standard deviation. The RMS on a log scale (it grows with depth)."""
+    fig, axes = plt.subplots(len(QUANTITIES), len(runs), figsize=(5 * len(runs), 3.2 * len(QUANTITIES)),
+                             sharey="row", squeeze=False)  # fmt: skip
+    for column, (label, seeds) in enumerate(runs.items()):
+        for row, (quantity, description) in enumerate(QUANTITIES):
+            ax = axes[row][column]
+            by_seed = [curves(records, quantity) for records in seeds]
+            for line in by_seed[0]:
+                plot_band(ax, *mean_over_seeds([seed[line] for seed in by_seed if line in seed]), line)
+            ax.set(xlabel="update", yscale="log" if quantity == LAYER_RMS else "linear")
+            ax.set_title(label if len(seeds) == 1 else f"{label} (mean ± std over {len(seeds)} seeds)", fontsize=9)
+            if column == 0:
+                ax.set_ylabel(description, fontsize=8)
+            if len(by_seed[0]) > 1:
+                ax.legend(fontsize=6)
     return _save(fig, path)
 
 

@@ -4,6 +4,7 @@
     normformer-analyze grad-ratio     --baseline Baseline=base.jsonl --run NormFormer=nf.jsonl \
                                       --window 1:100 --out-dir DIR                                         # Fig. 5
     normformer-analyze gamma          checkpoint_last.pt --out-dir DIR                                     # Fig. 4
+    normformer-analyze diagnostics    --run Pre-LN=a.jsonl --run QK-norm=b.jsonl --out-dir DIR  # --diagnostics-file
     normformer-analyze time-to-target --baseline base.log --candidate nf.log --out-dir DIR                 # Fig. 2
     normformer-analyze lr-stability   DATA --peak-lr 0.1 --warmup-updates 1000 --out-dir DIR -- --arch ...  # Table 3
     normformer-analyze lr-table       --run Baseline=DIR --run NormFormer=DIR --out table3.md
@@ -31,11 +32,14 @@ from pathlib import Path
 # One of fairseq's modules calls logging.basicConfig(level=DEBUG) on import: reset it as fairseq_cli does.
 logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, force=True)
 
+from fairseq_normformer.analysis.diagnostics import OUTPUT, final_values, read_diagnostics  # noqa: E402
 from fairseq_normformer.analysis.gamma import added_gammas, load_model_state, summary_rows  # noqa: E402
 from fairseq_normformer.analysis.grad_curves import grad_ratios, layer_means, read_grad_norms  # noqa: E402
 from fairseq_normformer.runs.lr_stability import read_result, run_lr_stability  # noqa: E402
+from fairseq_normformer.instrumentation.diagnostics import ABS_LOG_Z, ATTN_LOGIT, LAYER_RMS  # noqa: E402
 from fairseq_normformer.instrumentation.init_grads import build_at_init, init_grad_norms  # noqa: E402
 from fairseq_normformer.analysis.plots import (  # noqa: E402
+    plot_diagnostics,
     plot_gammas,
     plot_grad_norms,
     plot_init_grads,
@@ -150,6 +154,21 @@ def grad_ratio(args):
         rows.append([local] + [None if None in values else mean_std_cell(values) for values in by_layer])
     table = markdown_table(["Parameter"] + [f"layer {layer}" for layer in layers], rows)
     print(_write(out / "fig5_grad_ratio.md", f"{title}\n\n{table}"))
+
+
+def diagnostics(args):
+    runs = {label: [read_diagnostics(path) for path in paths] for label, paths in by_label(args.run).items()}
+    out = Path(args.out_dir)
+    print(plot_diagnostics(runs, out / "diagnostics.png"))
+    rows = []
+    for label, seeds in runs.items():
+        update, final = final_values(seeds)
+        for layer, logits in final[ATTN_LOGIT].items():
+            rows.append([label, update, layer, mean_std_cell(logits), mean_std_cell(final[LAYER_RMS][layer]), None])
+        rows.append([label, update, OUTPUT, None, None, mean_std_cell(final[ABS_LOG_Z][OUTPUT])])
+    headers = ["Run", "Update", "Layer", "Largest attention logit", "Output RMS", r"Mean \|log Z\|"]  # GFM: \| in a cell
+    title = "Scale diagnostics at the last update every seed recorded"
+    print(_write(out / "diagnostics.md", f"{title}\n\n{markdown_table(headers, rows)}"))
 
 
 def gamma(args):
@@ -356,6 +375,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tensor", default="weight", help="only parameters whose name ends so (default: weight)")
     p.add_argument("--out-dir", required=True, help="where fig5_grad_ratio.png and .md go")
     p.set_defaults(func=grad_ratio)
+
+    p = commands.add_parser("diagnostics", help="the largest attention logit and output RMS per layer and the output "
+                            "logits' mean |log Z| against updates (--diagnostics-file)")
+    p.add_argument("--run", type=labelled, action="append", required=True,
+                   help="LABEL=diagnostics file (repeat; a label again: its next seed)")  # fmt: skip
+    p.add_argument("--out-dir", required=True, help="where diagnostics.png and diagnostics.md go")
+    p.set_defaults(func=diagnostics)
 
     p = commands.add_parser("gamma", help="Fig. 4: the added operations' learned γ per layer")
     p.add_argument("checkpoint", help="a NormFormer checkpoint (.pt)")

@@ -4,13 +4,13 @@
 records, in execution order, the largest |activation| of each: every Linear, LayerNorm and
 Embedding, each attention block's output (named ``self_attn.out_proj``: W^O with HeadScale), each
 layer's output (the residual stream), and the attention logits q·k/sqrt(d_head), computed from the
-q and k the attention uses (SDPA never materialises them). The first record above ``threshold``
+q and k SDPA receives (after QK-norm; SDPA never materialises the logits). The first record above ``threshold``
 (65504, the fp16 maximum, emulates fp16 in an fp32 run) or not finite is the culprit.
 Opt-in only: nothing is hooked in normal training.
 """
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -44,7 +44,7 @@ def locate(name: str) -> Tuple[Optional[int], str]:
     return int(match.group(1)), match.group(2) or "layer output"
 
 
-def _first_tensor(output) -> Optional[Tensor]:
+def first_tensor(output) -> Optional[Tensor]:
     if torch.is_tensor(output):
         return output
     if isinstance(output, (tuple, list)):
@@ -56,19 +56,20 @@ def _is_watched(module: nn.Module) -> bool:
     return not isinstance(module, _SKIPPED) and "Dropout" not in type(module).__name__
 
 
-def max_abs_attention_logits(q: Tensor, k: Tensor, num_heads: int) -> Tensor:
+def attention_logits(q: Tensor, k: Tensor) -> Iterator[Tuple[slice, Tensor]]:
+    """q·kᵀ / sqrt(d_head) of every head and (query, key) pair, in chunks of batch rows to bound memory.
+    q: (B, H, T, Dh), k: (B, H, S, Dh), as SDPA receives them -> (rows, (b, H, T, S) fp32 logits) per chunk."""
+    bsz, heads, tgt_len, head_dim = q.shape
+    rows = max(1, _QK_CHUNK_ELEMENTS // (heads * tgt_len * k.size(2)))
+    q, k = q.detach().float() * head_dim**-0.5, k.detach().float()
+    for i in range(0, bsz, rows):
+        yield slice(i, i + rows), q[i : i + rows] @ k[i : i + rows].transpose(-1, -2)
+
+
+def max_abs_attention_logits(q: Tensor, k: Tensor) -> Tensor:
     """max |q·k| / sqrt(d_head) over all heads and (query, key) pairs, masked ones included (as an
-    fp16 q·kᵀ would compute them before masking). q, k: (T, B, C) -> a 0-d fp32 tensor."""
-    tgt_len, bsz, embed_dim = q.shape
-    head_dim = embed_dim // num_heads
-    q = q.detach().float().reshape(tgt_len, bsz * num_heads, head_dim).transpose(0, 1)  # (BH, T, Dh)
-    k = k.detach().float().reshape(k.size(0), bsz * num_heads, head_dim).transpose(0, 1)  # (BH, S, Dh)
-    chunk = max(1, _QK_CHUNK_ELEMENTS // (tgt_len * k.size(1)))
-    maxima = [
-        torch.bmm(q[i : i + chunk], k[i : i + chunk].transpose(1, 2)).abs().amax()
-        for i in range(0, q.size(0), chunk)
-    ]
-    return torch.stack(maxima).amax() * head_dim**-0.5
+    fp16 q·kᵀ would compute them before masking). q, k: (B, H, T, Dh) -> a 0-d fp32 tensor."""
+    return torch.stack([logits.abs().amax() for _, logits in attention_logits(q, k)]).amax()
 
 
 class ActivationMonitor:
@@ -103,7 +104,7 @@ class ActivationMonitor:
 
     def _record_hook(self, name: str):
         def hook(module, inputs, output):
-            tensor = _first_tensor(output)
+            tensor = first_tensor(output)
             if tensor is not None and tensor.is_floating_point() and tensor.numel() > 0:
                 self._record(name, tensor.detach().abs().amax())
 
@@ -118,8 +119,8 @@ class ActivationMonitor:
 
         def logits(module, inputs, k):
             q = queries.pop("q", None)
-            if q is not None and q.dim() == 3:
-                self._record(f"{name}.qk_logits", max_abs_attention_logits(q, k, attention.num_heads))
+            if q is not None:
+                self._record(f"{name}.qk_logits", max_abs_attention_logits(q, k))
 
         self._handles.append(attention.query_probe.register_forward_hook(keep_q))
         self._handles.append(attention.key_probe.register_forward_hook(logits))

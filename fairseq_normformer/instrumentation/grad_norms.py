@@ -55,7 +55,7 @@ def pending_grad_scale(optimizer) -> float:
     return float(scale) if torch.is_tensor(scale) else scale
 
 
-def _is_first_rank() -> bool:
+def is_first_rank() -> bool:
     return not (dist.is_available() and dist.is_initialized()) or dist.get_rank() == 0
 
 
@@ -72,7 +72,7 @@ class GradNormRecorder:
 
     def step(self, model, optimizer, update: int):
         """Called once per update, before the optimizer applies the gradients."""
-        _drop_stale_meters(METRIC_PREFIX)
+        drop_stale_meters(METRIC_PREFIX)
         if update % self.interval == 0:
             self.record(model, optimizer, update)
 
@@ -80,13 +80,13 @@ class GradNormRecorder:
         norms = mean_abs_grads(model.named_parameters(), pending_grad_scale(optimizer))
         for key, value in norms.items():
             metrics.log_scalar(METRIC_PREFIX + key, value, priority=10000)
-        if self.path is not None and _is_first_rank():
+        if self.path is not None and is_first_rank():
             line = json.dumps({"update": update, "lr": optimizer.get_lr(), "grad_l1": norms})
             with open(self.path, "a") as f:
                 f.write(line + "\n")
 
 
-def _drop_stale_meters(prefix: str):
+def drop_stale_meters(prefix: str):
     """fairseq keeps a meter once logged and prints it as null after each reset of the interval's
     aggregator; drop ours that have had no value since, so log lines between records stay clean."""
     for aggregator in metrics.get_active_aggregators():

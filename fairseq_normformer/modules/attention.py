@@ -69,15 +69,15 @@ class SelfAttention(nn.Module):
         y = y.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.num_heads * self.head_dim)  # (T, B, C)
         return self._output_projection(y)
 
-    # Named probe points for instrumentation (instrumentation/activations.py): the modules whose
-    # outputs are the queries and keys SDPA receives, (T, B, C) — q_ln/k_ln, LayerNorm or Identity.
+    # Named probe points for instrumentation (instrumentation/activations.py, diagnostics.py): the modules whose
+    # outputs are the queries and keys SDPA receives, (B, H, T, Dh) — q_norm/k_norm, QK-norm or Identity.
     @property
     def query_probe(self) -> nn.Module:
-        return self.q_ln
+        return self.q_norm
 
     @property
     def key_probe(self) -> nn.Module:
-        return self.k_ln
+        return self.k_norm
 
     def _split_heads(self, x: Tensor) -> Tensor:
         tgt_len, bsz, _ = x.shape

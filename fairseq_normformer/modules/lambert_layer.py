@@ -163,8 +163,9 @@ class TwoPhaseAttention(SelfAttention):
 
     def _attend(self, queries_in: Tensor, keys: Tensor, values: Tensor, mask: Tensor) -> Tensor:
         tgt_len, bsz, embed_dim = queries_in.shape
-        q = self._split_heads(self.q_ln(self.q_proj(queries_in)))
-        k, v = self._split_heads(self.k_ln(keys)), self._split_heads(self.v_ln(values))
+        # q_norm and k_norm are Identity (lambert refuses --qk-norm); called, they are the instrumentation's probe points.
+        q = self.q_norm(self._split_heads(self.q_ln(self.q_proj(queries_in))))
+        k, v = self.k_norm(self._split_heads(self.k_ln(keys))), self._split_heads(self.v_ln(values))
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0)
         return self._output_projection(y.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim))
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from tensorboardX.proto import event_pb2
 
+from fairseq_normformer.analysis.diagnostics import read_diagnostics
 from fairseq_normformer.analysis.grad_curves import read_grad_norms
 from fairseq_normformer.instrumentation.grad_norms import METRIC_PREFIX
 from fairseq_normformer.runs.lr_stability import stability_command
@@ -22,12 +23,13 @@ NORMFORMER = ["--scale-attn", "--scale-fc", "--scale-heads"]
 
 @pytest.fixture(scope="module")
 def runs(tiny_lm_corpus, tmp_path_factory):
-    """A baseline and a NormFormer: 6 updates, gradient norms every 2, validation every 3."""
+    """A baseline and a NormFormer: 6 updates, gradient norms and scale diagnostics every 2, validation every 3."""
     out = tmp_path_factory.mktemp("analysis_runs")
     for name, switches in (("baseline", []), ("normformer", NORMFORMER)):
         args = ["fairseq-train", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, *TINY, *switches,
                 "--task", "language_modeling_analysis", "--grad-norm-interval", "2",
                 "--grad-norm-file", out / f"{name}.jsonl", "--tensorboard-logdir", out / f"tb_{name}",
+                "--diagnostics-interval", "2", "--diagnostics-file", out / f"{name}_diagnostics.jsonl",
                 "--lr", "3e-3", "--max-update", "6", "--validate-interval-updates", "3", "--log-interval", "1",
                 "--log-format", "json", "--save-dir", out / f"ckpt_{name}", "--no-epoch-checkpoints"]  # fmt: skip
         (out / f"{name}.log").write_text(run_cli(args).stdout)
@@ -61,6 +63,30 @@ def test_grad_norms_reach_the_file_the_training_log_and_tensorboard(runs):
             assert float(logged[record["update"]][METRIC_PREFIX + key]) == pytest.approx(value, rel=1e-5)
     assert not any(k.startswith(METRIC_PREFIX) for k in logged[3])  # not recorded at update 3
     assert METRIC_PREFIX + "layers.1.fc2.weight" in tensorboard_tags(runs / "tb_normformer")
+
+
+def test_diagnostics_reach_the_file_the_training_log_and_tensorboard_and_plot(runs, tmp_path):
+    records = read_diagnostics(runs / "normformer_diagnostics.jsonl")
+    assert [r["update"] for r in records] == [2, 4, 6]
+    logged = {int(s["num_updates"]): s for s in logged_stats(runs / "normformer.log")}
+    for record in records:
+        assert set(record["attn_logit"]) == set(record["layer_rms"]) == {"layers.0", "layers.1"}
+        stats = logged[record["update"]]
+        assert float(stats["abs_log_z"]) == pytest.approx(record["abs_log_z"], rel=1e-5)
+        for layer in ("layers.0", "layers.1"):
+            for quantity in ("attn_logit", "layer_rms"):
+                assert float(stats[f"{quantity}/{layer}"]) == pytest.approx(record[quantity][layer], rel=1e-5)
+    assert not any(k.startswith(("attn_logit", "layer_rms", "abs_log_z")) for k in logged[3])  # not at update 3
+    assert {"attn_logit/layers.1", "layer_rms/layers.0", "abs_log_z"} <= tensorboard_tags(runs / "tb_normformer")
+
+    analyze(["diagnostics", "--run", f"Baseline={runs / 'baseline_diagnostics.jsonl'}",
+             "--run", f"NormFormer={runs / 'normformer_diagnostics.jsonl'}", "--out-dir", str(tmp_path)])  # fmt: skip
+    assert (tmp_path / "diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = [line.split("|")[1:-1] for line in (tmp_path / "diagnostics.md").read_text().splitlines()[4:]]
+    assert [(r[0].strip(), int(r[1]), r[2].strip()) for r in rows] == [
+        (label, 6, where) for label in ("Baseline", "NormFormer") for where in ("layers.0", "layers.1", "output")]
+    assert float(rows[4][3]) == pytest.approx(records[-1]["attn_logit"]["layers.1"], rel=1e-3)
+    assert float(rows[5][5]) == pytest.approx(records[-1]["abs_log_z"], rel=1e-3)
 
 
 def test_figures_and_tables_from_the_runs(runs, tmp_path):

@@ -13,6 +13,7 @@ import torch
 import transformers
 from fairseq import checkpoint_utils
 
+from fairseq_normformer.analysis.diagnostics import read_diagnostics
 from fairseq_normformer.analysis.grad_curves import read_grad_norms
 from fairseq_normformer.cli import export_hf
 
@@ -69,13 +70,18 @@ def test_pretraining_with_each_negative_strategy_logs_mlm_and_nsp_accuracy(
     if negatives == "swap":
         stdout = request.getfixturevalue("swap_run")[1]
     else:
-        grad_norms = tmp_path / "grad_norms.jsonl"  # mlm_nsp carries the analysis options too
-        stdout = pretrain(tiny_bert_corpus.data_bin, tmp_path, "normformer_bert_base",
+        grad_norms, diagnostics = tmp_path / "grad_norms.jsonl", tmp_path / "diagnostics.jsonl"  # mlm_nsp carries
+        stdout = pretrain(tiny_bert_corpus.data_bin, tmp_path, "normformer_bert_base",  # the analysis options too
                           ["--nsp-negatives", negatives, "--mask-whole-words", "--no-save",
-                           "--grad-norm-interval", "1", "--grad-norm-file", str(grad_norms)])  # fmt: skip
+                           "--grad-norm-interval", "1", "--grad-norm-file", str(grad_norms),
+                           "--diagnostics-interval", "2", "--diagnostics-file", str(diagnostics)])  # fmt: skip
         records = read_grad_norms(grad_norms)
         assert [r["update"] for r in records] == [1, 2, 3]
         assert any(".fc2." in name for name in records[0]["grad_l1"])
+        [record] = read_diagnostics(diagnostics)
+        assert record["update"] == 2 and set(record["layer_rms"]) == set(record["attn_logit"]) == {"layers.0", "layers.1"}
+        logged = re.search(r"num_updates=2, .*abs_log_z=([\d.]+)", stdout)  # the masked tokens' logits
+        assert float(logged.group(1)) == pytest.approx(record["abs_log_z"], rel=1e-4)
     assert f"negatives: {negatives}" in stdout
     assert "mlm_accuracy=" in stdout and "nsp_accuracy=" in stdout  # training lines
     stats = valid_stats(stdout)

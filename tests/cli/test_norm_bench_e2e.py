@@ -1,14 +1,15 @@
-"""The normalization-bench switches through the real fairseq-train: one tiny causal LM and one tiny masked LM
-(MLM + NSP) with every switch on at once, two updates each, run side by side."""
+"""The normalization-bench switches through the real fairseq-train, in-process (run_cli): one tiny causal LM and
+one tiny masked LM (MLM + NSP) with every switch on at once, two updates each; the schemes since 2024 that combine
+the same way; and each of the three that do not combine with each other, alone, in the family left. The warnings
+of fairseq-train's start-up are tests/cli/test_e2e_lm.py's (real processes); these runs' own are checked here."""
 import math
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from tests.conftest import python_warnings
-from tests.distributed.fairseq_runs import logged_updates, tiny_bert_args, tiny_lm_args, train
+from tests.conftest import printed_warnings, python_warnings, run_cli
+from tests.distributed.fairseq_runs import logged_updates, tiny_bert_args, tiny_lm_args
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -19,13 +20,18 @@ MLM_SCHEMES = SCHEMES + ["--norm-type", "dyt", "--ffn-norm-type", "rmsnorm", "--
                          "--dyt-alpha", "0.8,0.2,0.2"]
 
 
+def train(args):
+    """fairseq-train ``args`` in this process, the warnings it raises printed as a new process prints them."""
+    with printed_warnings():
+        return run_cli(["fairseq-train", *args])
+
+
 @pytest.fixture(scope="module")
 def runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
     root = tmp_path_factory.mktemp("norm_bench")
     args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *LM_SCHEMES),
             tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *MLM_SCHEMES)]  # fmt: skip
-    with ThreadPoolExecutor(2) as pool:
-        lm, mlm = pool.map(train, args)
+    lm, mlm = map(train, args)
     return {"lm": (lm, root / "lm"), "mlm": (mlm, root / "mlm")}
 
 
@@ -73,8 +79,7 @@ def depth_runs(tiny_lm_corpus, tiny_bert_corpus, tmp_path_factory):
     args = [tiny_lm_args(tiny_lm_corpus.data_bin, root / "lm", "--max-update", "2", *DEPTH_SCHEMES, "--qk-norm",
                          "--reordered-norm", "--criterion", "cross_entropy_zloss"),
             tiny_bert_args(tiny_bert_corpus.data_bin, root / "mlm", "--max-update", "2", *DEPTH_SCHEMES, "--rezero")]
-    with ThreadPoolExecutor(2) as pool:
-        return dict(zip(["lm", "mlm"], pool.map(train, args), strict=True)), root
+    return dict(zip(["lm", "mlm"], map(train, args), strict=True)), root
 
 
 @pytest.mark.parametrize("name", ["lm", "mlm"])
@@ -92,3 +97,44 @@ def test_the_new_schemes_train_through_fairseq_train(depth_runs, name):
     assert ("encoder.sentence_encoder.layers.0.rezero_alpha" in weights) == (name == "mlm")  # ReZero: α per layer
     assert ("decoder.layers.0.ffn_out_ln.weight" in weights) == (name == "lm")  # OLMo 2's output norm
     assert not any(k.endswith("self_attn_layer_norm.weight") for k in weights)  # neither has input norms
+
+
+# Each scheme alone in the family the runs above leave it out of: ReZero and DyT's α per position in the causal LM,
+# OLMo 2's reordered norm in the masked LM (they do not combine: --dyt-alpha needs the input norms the other two
+# remove, and ReZero has no norms to reorder). In-process, two updates each.
+NORMFORMER_OPS = ("--scale-attn", "--scale-fc", "--scale-heads")
+
+
+def trained_alone(build_args, data_bin, save_dir, *switches):
+    """The checkpoint's weights after two updates of fairseq-train with ``switches``; both losses finite."""
+    result = run_cli(["fairseq-train", *build_args(data_bin, save_dir, "--max-update", "2", *switches)])
+    losses = [float(stats["loss"]) for stats in logged_updates(result.stdout).values()]
+    assert len(losses) == 2 and all(math.isfinite(loss) for loss in losses), losses
+    return torch.load(save_dir / "checkpoint_last.pt", map_location="cpu", weights_only=False)["model"]
+
+
+def test_rezero_alone_trains_the_causal_lm(tiny_lm_corpus, tmp_path):
+    """No norm anywhere (the LM without NormFormer's own operations), α per layer moved off its 0 by training."""
+    baseline_lm = lambda *args: [a for a in tiny_lm_args(*args) if a not in NORMFORMER_OPS]  # noqa: E731
+    weights = trained_alone(baseline_lm, tiny_lm_corpus.data_bin, tmp_path, "--rezero")
+    assert not [name for name in weights if re.search(r"(norm|_ln)\.(weight|bias)$", name)]
+    alphas = [float(weights[f"decoder.layers.{i}.rezero_alpha"]) for i in range(L)]
+    assert all(abs(alpha) > 1e-4 for alpha in alphas), alphas
+
+
+def test_dyt_alpha_alone_trains_the_causal_lm(tiny_lm_corpus, tmp_path):
+    """Each position's α₀ (attention 0.8, FFN 0.2, final 0.3) after two steps of lr 1e-3; Post-Attn LN keeps DyT's 0.5."""
+    weights = trained_alone(tiny_lm_args, tiny_lm_corpus.data_bin, tmp_path, "--norm-type", "dyt", "--dyt-alpha",
+                            "0.8,0.2,0.3")  # fmt: skip
+    alpha = {name: float(weights[f"decoder.{name}.alpha"]) for name in ("layers.1.self_attn_layer_norm",
+             "layers.1.final_layer_norm", "layer_norm", "layers.1.attn_ln")}  # fmt: skip
+    assert alpha == pytest.approx({"layers.1.self_attn_layer_norm": 0.8, "layers.1.final_layer_norm": 0.2,
+                                   "layer_norm": 0.3, "layers.1.attn_ln": 0.5}, abs=0.01)  # fmt: skip
+
+
+def test_reordered_norm_alone_trains_the_masked_lm(tiny_bert_corpus, tmp_path):
+    """OLMo 2's order: a norm on each sublayer's output (attn_ln, ffn_out_ln), none on its input."""
+    weights = trained_alone(tiny_bert_args, tiny_bert_corpus.data_bin, tmp_path, "--reordered-norm")
+    layers = "encoder.sentence_encoder.layers"
+    assert all(f"{layers}.{i}.{norm}.weight" in weights for i in range(L) for norm in ("attn_ln", "ffn_out_ln"))
+    assert not [name for name in weights if name.endswith(("self_attn_layer_norm.weight", "final_layer_norm.weight"))]

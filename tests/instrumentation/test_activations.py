@@ -42,12 +42,17 @@ def explicit_logits(q, k):
     return torch.einsum("tbhd,sbhd->bhts", q, k) / math.sqrt(D // HEADS)
 
 
-@pytest.mark.parametrize("chunk_elements", [1 << 24, 7])  # one chunk, and one (b, h) pair per chunk
+def heads(x):
+    """(T, B, C) -> (B, H, T, Dh), the layout SDPA receives."""
+    return x.unflatten(-1, (HEADS, D // HEADS)).permute(1, 2, 0, 3)
+
+
+@pytest.mark.parametrize("chunk_elements", [1 << 24, 7])  # one chunk, and one batch row per chunk
 def test_attention_logits_maximum_matches_einsum(monkeypatch, chunk_elements):
     monkeypatch.setattr(activations, "_QK_CHUNK_ELEMENTS", chunk_elements)
     q, k = torch.randn(5, 3, D), torch.randn(5, 3, D) * 3
     expected = explicit_logits(q, k).abs().max()
-    assert max_abs_attention_logits(q, k, HEADS).item() == pytest.approx(expected.item(), rel=1e-5)
+    assert max_abs_attention_logits(heads(q), heads(k)).item() == pytest.approx(expected.item(), rel=1e-5)
 
 
 def test_no_overflow_and_hooks_are_removed(stack):
@@ -101,3 +106,21 @@ def test_nan_counts_as_overflow(stack):
 def test_threshold_must_be_positive(stack):
     with pytest.raises(ValueError, match="threshold must be positive"):
         ActivationMonitor(stack, 0)
+
+
+def test_attention_logits_are_taken_after_qk_norm():
+    """With --qk-norm the logits SDPA sees are those of the normalized q and k, not of the projections."""
+    torch.manual_seed(0)
+    model = Stack(qk_norm=True)
+    attention = model.layers[0].self_attn
+    with torch.no_grad():
+        attention.q_norm.weight.mul_(4.0)  # off the projections' scale: the two readings differ
+    x = torch.randn(10, 2, D)
+    with torch.no_grad():
+        h = model.layers[0].self_attn_layer_norm(x)
+        q, k = attention.q_norm(heads(attention.q_proj(h))), attention.k_norm(heads(attention.k_proj(h)))
+        expected = (q @ k.transpose(-1, -2)).abs().max().item() / math.sqrt(D // HEADS)
+    with ActivationMonitor(model, 1e30) as monitor:
+        model(x)
+    recorded = dict(zip(monitor.names, monitor.maxima))["layers.0.self_attn.qk_logits"]
+    assert recorded.item() == pytest.approx(expected, rel=1e-5)

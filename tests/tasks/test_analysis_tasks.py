@@ -21,6 +21,7 @@ def test_registered_tasks_are_fairseqs_with_the_options_off_by_default(tiny_lm_c
     task = setup(tiny_lm_corpus.data_bin, name)
     assert isinstance(task, base) and isinstance(task, AnalysisTaskMixin)
     assert task.grad_norm_recorder is None and task.overflow_threshold is None and task.data_order_file is None
+    assert task.diagnostics is None
 
 
 @pytest.mark.parametrize(
@@ -28,6 +29,8 @@ def test_registered_tasks_are_fairseqs_with_the_options_off_by_default(tiny_lm_c
     [
         (["--grad-norm-file", "g.jsonl"], "--grad-norm-file needs --grad-norm-interval"),
         (["--grad-norm-interval", "-1"], "--grad-norm-interval must be >= 0"),
+        (["--diagnostics-file", "d.jsonl"], "--diagnostics-file needs --diagnostics-interval"),
+        (["--diagnostics-interval", "-1"], "--diagnostics-interval must be >= 0"),
         (["--stop-on-activation-overflow"], "need --activation-overflow-threshold"),
         (["--activation-overflow-file", "o.jsonl"], "need --activation-overflow-threshold"),
         (["--activation-overflow-threshold", "-5"], "must be >= 0"),
