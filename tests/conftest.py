@@ -88,9 +88,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None, process=False) -> subprocess.CompletedProcess:
+def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None, process=False, check=True) -> subprocess.CompletedProcess:
     """Run the console script ``args[0]`` of this Python's environment (e.g. ``.venv/bin/fairseq-train``)
-    and return its exit status, stdout and stderr; raise with them when it fails. ``env`` adds to (or
+    and return its exit status, stdout and stderr; raise with them when it fails (``check``). ``env`` adds to (or
     overrides) the environment; ``input`` is fed to stdin. A Python console script runs in this process
     (``in_process``: no second start-up of torch and fairseq); ``process=True`` starts a real one, for a
     test about the process itself (its warnings, its start-up) or one that needs ``timeout``."""
@@ -101,7 +101,7 @@ def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None, process=Fals
                                 env={**os.environ, **(env or {})}, input=input)  # fmt: skip
     else:
         result = in_process(function, [str(a) for a in args], cwd, env or {}, input)
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         raise AssertionError(
             f"{' '.join(result.args)} exited with {result.returncode}\n"
             f"--- stdout ---\n{result.stdout[-8000:]}\n--- stderr ---\n{result.stderr[-8000:]}"
@@ -133,8 +133,9 @@ LOG_FORMAT = logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(messa
 
 def in_process(main, argv, cwd, env, input) -> subprocess.CompletedProcess:
     """``main()``, a console script's function, as a new process would run it: sys.argv, the environment, the
-    working directory and stdin set, stdout and stderr captured, the log at INFO on stdout in fairseq's CLI
-    format; all set back after, and the signal handlers the run installs (save-on-signal) too."""
+    working directory and stdin set, stdout and stderr captured, an uncaught exception handed to sys.excepthook
+    (status 1), the log at INFO on stdout in fairseq's CLI format; all set back after, and the signal handlers
+    the run installs (save-on-signal) too."""
     out, err = io.StringIO(), io.StringIO()
     log = logging.StreamHandler(out)
     log.setFormatter(LOG_FORMAT)
@@ -151,6 +152,9 @@ def in_process(main, argv, cwd, env, input) -> subprocess.CompletedProcess:
                 status = main() or 0
             except SystemExit as exit:
                 status = exit_status(exit.code)
+            except Exception as error:  # as the interpreter ends a process: sys.excepthook prints it, status 1
+                sys.excepthook(type(error), error, error.__traceback__)  # a BadInput as one line (checks.py)
+                status = 1
     finally:
         forget_the_run()
         sys.argv, sys.stdin = saved_argv, saved_stdin
