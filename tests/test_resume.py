@@ -15,6 +15,7 @@ from fairseq import checkpoint_utils
 
 import fairseq_normformer  # noqa: F401  (applies its fairseq fixes in this process)
 
+from .conftest import run_cli
 from .distributed.fairseq_runs import (
     command,
     logged_updates,
@@ -133,13 +134,18 @@ def test_sigkill_during_the_copy_to_checkpoint_last_leaves_a_whole_file(tmp_path
         assert whole_source, "a partial checkpoint_last.pt"
 
 
+def train_in_process(args, check=True):
+    """fairseq-train in this process (tests/conftest.py run_cli), for the runs whose process is not killed."""
+    return run_cli(["fairseq-train", *args], check=check)
+
+
 def test_a_finished_run_run_again_trains_no_more(tiny_lm_corpus, tmp_path):
     """The same command after the run reached --max-update (a requeued job, a restart after the last
     save): fairseq trained update N + 1 and saved it over checkpoint_last; now nothing is trained."""
     args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 2)
-    first = train(args)
+    first = train_in_process(args)
     saved = (tmp_path / "checkpoint_last.pt").read_bytes()
-    again = train(args)
+    again = train_in_process(args)
     assert sorted(logged_updates(first.stdout)) == [1, 2]
     assert "Loaded checkpoint" in again.stdout and logged_updates(again.stdout) == {}
     assert "nothing to train: update 2 reached --max-update 2" in again.stdout
@@ -153,13 +159,13 @@ def test_unreadable_checkpoint_last_resumes_from_the_newest_intact_one(tiny_lm_c
     args = lambda save_dir, updates: tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, "--dropout", "0.1",
                                                   "--max-update", updates)  # fmt: skip
     reference_dir, healed_dir = tmp_path / "uninterrupted", tmp_path / "healed"
-    reference = logged_updates(train(args(reference_dir, 5)).stdout)
-    train(args(healed_dir, 4))
+    reference = logged_updates(train_in_process(args(reference_dir, 5)).stdout)
+    train_in_process(args(healed_dir, 4))
     last = healed_dir / "checkpoint_last.pt"
     random_bytes = bytes([0x42]) + random.Random(0).randbytes(last.stat().st_size - 1)  # not a pickle's 0x80
     last.write_bytes(random_bytes)
     (healed_dir / "checkpoint_1_4.pt").write_bytes(b"")
-    resumed = train(args(healed_dir, 5))
+    resumed = train_in_process(args(healed_dir, 5))
     assert resumed.stderr.count("\n") == 1 and resumed.stderr.startswith(
         "fairseq-train: checkpoint_last.pt cannot be read (checkpoint_last.pt: neither a zip archive nor a pickle: "
         f"not a torch checkpoint): moved to {last}.corrupt; resuming from {healed_dir / 'checkpoint_1_3.pt'}"
@@ -177,7 +183,7 @@ def test_unreadable_checkpoint_last_alone_is_one_line_and_kept(tiny_lm_corpus, t
     last = tmp_path / "checkpoint_last.pt"
     last.write_bytes(bytes([0x42]) + random.Random(1).randbytes(4096))
     before = last.read_bytes()
-    result = train(tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1), check=False)
+    result = train_in_process(tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1), check=False)
     assert result.returncode == 1 and result.stderr == (
         f"fairseq-train: error: {tmp_path / 'checkpoint_last'}.pt cannot be read (checkpoint_last.pt: neither a zip "
         f"archive nor a pickle: not a torch checkpoint) and no other checkpoint in {tmp_path} is intact: it was left "
