@@ -1,9 +1,9 @@
 """Resuming data-parallel training (gloo, CPU): a run stopped after some updates and started again
 with the same command follows 1 process with --update-freq 2 (the reference of test_data_parallel.py,
 which 2 uninterrupted processes follow), at every update: 2 processes spawned by fairseq-train
-(causal LM), two torchrun "nodes" (MLM+NSP), and two torchrun nodes one of which is SIGKILLed
-mid-run (causal LM). A dead peer ends the run: a killed one at once, a frozen one after
---heartbeat-timeout seconds."""
+(causal LM, stopped by --max-update) and two torchrun "nodes" one of which is SIGKILLed mid-run
+(MLM+NSP; the causal LM's is test_fully_sharded.py's). A dead peer ends the run: a killed one at once,
+a frozen one after --heartbeat-timeout seconds."""
 import os
 import re
 import signal
@@ -95,10 +95,11 @@ def merged_updates(logs) -> dict:
     return merged
 
 
-def kill_node_1_then_resume(args, updates: int):
+def kill_node_1_then_resume(args, updates: int) -> list:
     """Two nodes run ``args`` (``--max-update updates``) until node 0 logs update ``updates // 2``;
     SIGKILL of node 1's process ends both launchers non-zero; the same command then resumes from a
-    checkpoint and finishes, and every update is logged, a redone one with the same loss."""
+    checkpoint and finishes, and every update is logged, a redone one with the same loss. Returns node 0's
+    output of both runs."""
     launchers = start_two_nodes(args)
     before_kill = read_until_update(launchers[0], updates // 2)
     worker(launchers[1]).send_signal(signal.SIGKILL)
@@ -112,6 +113,7 @@ def kill_node_1_then_resume(args, updates: int):
     resumed = train_two_nodes(args)
     assert f"Loaded checkpoint {lost.group(3)} (epoch 1 @ {lost.group(2)} updates)" in resumed
     assert sorted(merged_updates([before_kill + after_kill[0], resumed])) == list(range(1, updates + 1))
+    return [before_kill + after_kill[0], resumed]
 
 
 def test_spawned_world_of_two_resumes_as_update_freq_two(lm_reference, tiny_lm_corpus, tmp_path):
@@ -148,22 +150,16 @@ def test_a_killed_spawned_rank_ends_the_run_with_one_line(tiny_lm_corpus, tmp_pa
     assert int(ended.group(1)) >= 1 and "Traceback" not in stderr
 
 
-def test_two_nodes_resume_mlm_nsp_as_update_freq_two(bert_reference, tiny_bert_corpus, tmp_path):
-    args = lambda updates: tiny_bert_args(tiny_bert_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", updates, *GLOO)
-    first = train_two_nodes(args(STOPPED_AT))
-    resumed = train_two_nodes(args(UPDATES))
-    assert "distributed init (rank 0): env://" in first and f"@ {STOPPED_AT} updates)" in resumed
-    assert sorted(merged_updates([first, resumed])) == list(range(1, UPDATES + 1))
-    assert_same_checkpoints(bert_reference, tmp_path, UPDATES)
-
-
-def test_a_killed_node_ends_the_run_which_then_resumes(lm_reference, tiny_lm_corpus, tmp_path):
+def test_a_killed_node_ends_the_mlm_nsp_run_which_then_resumes_as_update_freq_two(bert_reference, tiny_bert_corpus,
+                                                                                tmp_path):
     """SIGKILL of node 1's process mid-run: its connections close, node 0's next collective fails at
     once ("Connection closed by peer"), both launchers exit non-zero; the same command then finishes the
-    run as if never interrupted."""
-    args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES, *GLOO)
-    kill_node_1_then_resume(args, UPDATES)
-    assert_same_checkpoints(lm_reference, tmp_path, UPDATES)
+    run as 1 process with --update-freq 2 trains it, at every update (MLM+NSP: its data order, sentence
+    pairs and masks come back too)."""
+    args = tiny_bert_args(tiny_bert_corpus.data_bin, tmp_path, *NO_DROPOUT, "--max-update", UPDATES, *GLOO)
+    first, resumed = kill_node_1_then_resume(args, UPDATES)
+    assert "distributed init (rank 0): env://" in first and "distributed init (rank 0): env://" in resumed
+    assert_same_checkpoints(bert_reference, tmp_path, UPDATES)
 
 
 def test_a_frozen_node_ends_the_run_after_the_heartbeat_timeout(tiny_lm_corpus, tmp_path):
