@@ -153,6 +153,7 @@ def flip_bits_in_the_middle(path, copy):
     return str(copy)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("checks", ["1", "0"])
 def test_damaged_checkpoint_is_named_only_with_checks_on(checks, fairseq_alone, tmp_path, monkeypatch):
     """What turning the checks off loses: a checkpoint whose tensor bytes were damaged on disk (a
@@ -199,6 +200,7 @@ def test_a_file_torch_cannot_read_is_one_line_without_torchs_weights_only_advice
     assert "weights_only" not in str(refused.value) and "\n" not in str(refused.value)
 
 
+@pytest.mark.slow
 def test_train_main_takes_a_namespace_as_fairseqs_does(tiny_lm_corpus, with_checks, tmp_path):
     """fairseq's train.main converts an argparse.Namespace itself (fairseq's test_binaries call it so);
     save-on-signal's wrapper did not, and stopped with "'Namespace' object has no attribute 'checkpoint'".

@@ -126,6 +126,7 @@ def test_each_scheme_adds_its_parameters(schemes):
     assert {name: _params(m) - _params(schemes["preln"]) for name, m in schemes.items() if name != "preln"} == added
 
 
+@pytest.mark.slow
 def test_compiled_variants_compile_the_ffn_of_their_kind(schemes):
     kinds = {name: [layer.fc1_act_norm and layer.fc1_act_norm.kind for layer in m.decoder.layers]
              for name, m in schemes.items() if name.startswith("normformer")}  # fmt: skip

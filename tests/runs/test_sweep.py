@@ -82,6 +82,7 @@ def test_the_norm_bench_spec_prints_the_commands_the_recipe_recorded(tmp_path):
     assert recorded_commands(out / "commands.sh")[1:] == [recorded_command(line)[0] for line in result.stdout.splitlines()[1:]]
 
 
+@pytest.mark.slow
 def test_norm_bench_sh_passes_peak_lr_and_warmup_to_the_stability_tests(tmp_path):
     """PEAK_LR and WARMUP, the recipe's documented overrides of the stability test, reach every stability point
     (normformer-sweep --stability-peak-lr, --stability-warmup-updates); the training points keep the spec's."""
@@ -105,6 +106,7 @@ def paper_settings_125m_on_8() -> dict:
     return json.loads(result.stdout)[0]
 
 
+@pytest.mark.slow
 def test_the_norm_bench_spec_on_your_corpus_at_125m_on_8_gpus(tmp_path):
     """--data of a corpus built from your text, --size 125M on 8 GPUs a point: a torchrun line per point with that
     data and the paper's 125M run (normformer-paper-settings), and the sbatch script that would be submitted."""
