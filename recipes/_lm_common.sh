@@ -99,19 +99,6 @@ cpu_train() {  # cpu_train MAX_UPDATE: into the array TRAIN
 # --- training runs -------------------------------------------------------------------------------
 # train RUN_DIR FAIRSEQ_TRAIN_ARGS...: fairseq-train into RUN_DIR (train.log, checkpoints/), in the
 # background when JOBS > 1 (wait_runs waits for them); a finished run is reused.
-small_baseline_common() {  # small_baseline_common TABLE: into COMMON, data + training flags + the 125M Pre-LN baseline
-  local data_bin
-  data_bin="$(data_dir)"
-  recipe_settings "$1" 125M
-  if [ "$SCALE" = paper ]; then
-    paper_args 125M baseline
-    COMMON=("$data_bin" "${PAPER_TRAIN[@]}" "${ARGS[@]}")
-  else
-    cpu_train "${UPDATES:-300}"
-    COMMON=("$data_bin" "${TRAIN[@]}" "${CPU_MODEL[@]}")
-  fi
-}
-
 train() {
   local dir="$1"
   shift

@@ -95,7 +95,7 @@ class Setup:
 
 def paper_lr_vars(setup: Setup) -> dict:
     """With the spec's `paper_table`: {MODEL_lrs} of that table at --size (paper.py), each "LR LR ..." as the paper
-    writes them."""
+    writes them, and {MODEL_lr}, the first of them (the authors' LR, where a table gives one)."""
     table = setup.spec.get("paper_table")
     if table is None:
         return {}
@@ -104,7 +104,8 @@ def paper_lr_vars(setup: Setup) -> dict:
                                       setup.tokens_per_sample) for model in paper.MODELS}  # fmt: skip
     except (KeyError, ValueError) as e:
         raise SpecError(f"--size {setup.size}: {e}") from None
-    return {f"{model}_lrs": " ".join(map(paper.lr_text, s["lrs"])) for model, s in runs.items()}
+    lrs = {model: list(map(paper.lr_text, s["lrs"])) for model, s in runs.items()}
+    return {**{f"{model}_lrs": " ".join(v) for model, v in lrs.items()}, **{f"{model}_lr": v[0] for model, v in lrs.items()}}
 
 
 def load_spec(path) -> dict:
