@@ -76,17 +76,13 @@ PAPER_TRAIN=(--task language_modeling_analysis --sample-break-mode none --requir
   --validate-interval-updates 1000 --save-interval-updates 10000 --keep-interval-updates 2
   --no-epoch-checkpoints --seed 1 --log-format json --log-interval 100)
 
-# The same recipe scaled down for 2 CPU cores (fp32: fp16 needs a GPU): CPU_MODEL, the baseline's shape;
-# CPU_LRS, the baseline's and NormFormer's LR (small: the best of each in the sweep of
-# `recipes/table7_hparams.sh small`, docs/results/small/); CPU_PAIR_UPDATES, the length of the pair of Figs. 2-5.
+# The same recipe scaled down for 2 CPU cores (fp32: fp16 needs a GPU): CPU_MODEL, the baseline's shape.
 if [ "$SCALE" = small ]; then
   CPU_MODEL=(--arch normformer_lm --decoder-layers 4 --decoder-embed-dim 256 --decoder-ffn-embed-dim 1024
     --decoder-attention-heads 4 --share-decoder-input-output-embed)
-  CPU_LRS=(3e-3 6e-3) CPU_PAIR_UPDATES=300
 else
   CPU_MODEL=(--arch normformer_lm --decoder-layers 6 --decoder-embed-dim 64 --decoder-ffn-embed-dim 256
     --decoder-attention-heads 4 --share-decoder-input-output-embed)
-  CPU_LRS=(3e-3 3e-3) CPU_PAIR_UPDATES=800
 fi
 cpu_train() {  # cpu_train MAX_UPDATE: into the array TRAIN
   TRAIN=(--task language_modeling_analysis --sample-break-mode none --tokens-per-sample 128 --batch-size 16
@@ -99,19 +95,6 @@ cpu_train() {  # cpu_train MAX_UPDATE: into the array TRAIN
 # --- training runs -------------------------------------------------------------------------------
 # train RUN_DIR FAIRSEQ_TRAIN_ARGS...: fairseq-train into RUN_DIR (train.log, checkpoints/), in the
 # background when JOBS > 1 (wait_runs waits for them); a finished run is reused.
-small_baseline_common() {  # small_baseline_common TABLE: into COMMON, data + training flags + the 125M Pre-LN baseline
-  local data_bin
-  data_bin="$(data_dir)"
-  recipe_settings "$1" 125M
-  if [ "$SCALE" = paper ]; then
-    paper_args 125M baseline
-    COMMON=("$data_bin" "${PAPER_TRAIN[@]}" "${ARGS[@]}")
-  else
-    cpu_train "${UPDATES:-300}"
-    COMMON=("$data_bin" "${TRAIN[@]}" "${CPU_MODEL[@]}")
-  fi
-}
-
 train() {
   local dir="$1"
   shift
@@ -156,33 +139,14 @@ sweep() {
 show_table() { if [ "$DRY_RUN" != 1 ]; then cat "$1"; fi; }  # show_table FILE: a table analyze wrote, on stdout
 
 # --- the baseline / NormFormer pair of Figures 2-5 -------------------------------------------------
-# pair_runs: a Pre-LN baseline and a NormFormer (125M at paper scale, each at the authors' best LR,
-# normformer-paper-settings --table figs), with validation, checkpoints and the gradient norms recorded,
-# once per seed (SEEDS, seed_dir). Shared by the figure recipes through PAIR (default work/recipes/lm-pair-SCALE).
+# pair_runs [SPEC]: the pair of recipes/sweeps/lm_pair.yaml (a Pre-LN baseline and a NormFormer, 125M at paper scale,
+# each at the authors' best LR, normformer-paper-settings --table figs), with validation, checkpoints and the
+# gradient norms recorded (every GRAD_NORM_INTERVAL updates), every seed (SEEDS, seed_dir), PAIR_UPDATES updates
+# each at the CPU scales; SPEC (fig2_time_to_target: the pair and Fig. 2) adds its reports, into OUT. Shared by the
+# figure recipes through PAIR (default work/recipes/lm-pair-SCALE); BASE_LR and NF_LR set the LRs.
 pair_runs() {
   PAIR="${PAIR:-$REPO/work/recipes/lm-pair-$SCALE}"
-  local data
-  data="$(data_dir)"
-  recipe_settings figs
-  local base_lr="${BASE_LR:-${PAPER_LRS[125M/baseline]}}" nf_lr="${NF_LR:-${PAPER_LRS[125M/normformer]}}"
-  local interval="${GRAD_NORM_INTERVAL:-100}" base nf common seed dir
-  if [ "$SCALE" = paper ]; then
-    paper_args 125M baseline && base=("${ARGS[@]}")
-    paper_args 125M normformer && nf=("${ARGS[@]}")
-    common=("$data" "${PAPER_TRAIN[@]}")
-  else
-    base_lr="${BASE_LR:-${CPU_LRS[0]}}" nf_lr="${NF_LR:-${CPU_LRS[1]}}" interval="${GRAD_NORM_INTERVAL:-5}"
-    cpu_train "${PAIR_UPDATES:-$CPU_PAIR_UPDATES}"
-    base=("${CPU_MODEL[@]}") nf=("${CPU_MODEL[@]}" --scale-attn --scale-fc --scale-heads)
-    common=("$data" "${TRAIN[@]}")
-  fi
-  for seed in $(seq "$SEEDS"); do
-    dir="$(seed_dir "$PAIR/baseline" "$seed")"
-    train "$dir" "${common[@]}" "${base[@]}" --lr "$base_lr" \
-      --grad-norm-interval "$interval" --grad-norm-file "$dir/grad_norms.jsonl" --seed "$seed"
-    dir="$(seed_dir "$PAIR/normformer" "$seed")"
-    train "$dir" "${common[@]}" "${nf[@]}" --lr "$nf_lr" \
-      --grad-norm-interval "$interval" --grad-norm-file "$dir/grad_norms.jsonl" --seed "$seed"
-  done
-  wait_runs
+  UPDATES="${PAIR_UPDATES:-}" sweep "${1:-lm_pair}" --out "$PAIR" --report-dir "$OUT" \
+    ${BASE_LR:+--set "baseline_lr=$BASE_LR"} ${NF_LR:+--set "normformer_lr=$NF_LR"} \
+    ${GRAD_NORM_INTERVAL:+--set "grad_norm_interval=$GRAD_NORM_INTERVAL"}
 }

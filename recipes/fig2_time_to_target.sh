@@ -9,9 +9,4 @@
 # shared with Figures 3-5 (work/recipes/lm-pair-SCALE, or PAIR=...). SEEDS=N: N pairs (seed K's baseline
 # against seed K's NormFormer), the fraction of updates as mean ± std and a 95% interval over the seeds.
 source "$(dirname "$0")/_lm_common.sh"
-pair_runs
-PAIRS=()
-for seed in $(seq "$SEEDS"); do
-  PAIRS+=(--baseline "$(seed_dir "$PAIR/baseline" "$seed")/train.log" --candidate "$(seed_dir "$PAIR/normformer" "$seed")/train.log")
-done
-analyze time-to-target "${PAIRS[@]}" --out-dir "$OUT"
+pair_runs fig2_time_to_target  # the pair, then normformer-analyze time-to-target (recipes/sweeps/fig2_time_to_target.yaml)

@@ -95,7 +95,7 @@ class Setup:
 
 def paper_lr_vars(setup: Setup) -> dict:
     """With the spec's `paper_table`: {MODEL_lrs} of that table at --size (paper.py), each "LR LR ..." as the paper
-    writes them."""
+    writes them, and {MODEL_lr}, the first of them (the authors' LR, where a table gives one)."""
     table = setup.spec.get("paper_table")
     if table is None:
         return {}
@@ -104,16 +104,15 @@ def paper_lr_vars(setup: Setup) -> dict:
                                       setup.tokens_per_sample) for model in paper.MODELS}  # fmt: skip
     except (KeyError, ValueError) as e:
         raise SpecError(f"--size {setup.size}: {e}") from None
-    return {f"{model}_lrs": " ".join(map(paper.lr_text, s["lrs"])) for model, s in runs.items()}
+    lrs = {model: list(map(paper.lr_text, s["lrs"])) for model, s in runs.items()}
+    return {**{f"{model}_lrs": " ".join(v) for model, v in lrs.items()}, **{f"{model}_lr": v[0] for model, v in lrs.items()}}
 
 
 def load_spec(path) -> dict:
     """The spec at ``path`` (YAML; its `include`, a spec file beside it, under it), with the keys every sweep
     needs checked."""
     path = Path(path)
-    spec = read_yaml(path)
-    if isinstance(spec, dict) and "include" in spec:
-        spec = merged(read_yaml(path.parent / spec.pop("include")), spec)
+    spec = included(path)
     if not isinstance(spec, dict) or not (isinstance(spec.get("schemes"), dict) or isinstance(spec.get("variants"), dict)):
         raise SpecError(f"{path}: a spec needs `schemes`, a mapping of name to label, flags and lrs (or `variants`)")
     spec.setdefault("schemes", {})
@@ -123,6 +122,14 @@ def load_spec(path) -> dict:
     for name, variant in spec.get("variants", {}).items():
         if "lr" not in variant and variant.get("of") not in spec["schemes"]:
             raise SpecError(f"{path}: variant {name!r} varies {variant.get('of')!r}, which is not a scheme, and has no `lr`")
+    return spec
+
+
+def included(path: Path):
+    """The YAML at ``path`` over its `include` (itself with its own `include`, and so on)."""
+    spec = read_yaml(path)
+    if isinstance(spec, dict) and "include" in spec:
+        spec = merged(included(path.parent / spec.pop("include")), spec)
     return spec
 
 
@@ -240,9 +247,11 @@ class Grid:
         return self.prefixes[model]
 
     def point(self, run_dir: Path, run: dict, lr: str, seed: int) -> Point:
-        """``run`` (a scheme or variant: flags, label, paper_model) at ``lr`` with ``seed`` in ``run_dir``."""
+        """``run`` (a scheme or variant: flags, label, paper_model, and with --size paper_flags in place of its flags,
+        default the same) at ``lr`` with ``seed`` in ``run_dir``."""
         variables = {**self.variables, "run_dir": run_dir, "lr": lr}
-        args = [*filled(run.get("flags", []), variables), "--lr", lr, *filled(self.spec.get("point", []), variables)]
+        flags = run.get("paper_flags", run.get("flags", [])) if self.setup.size else run.get("flags", [])
+        args = [*filled(flags, variables), "--lr", lr, *filled(self.spec.get("point", []), variables)]
         command = [*self.prefix(run.get("paper_model", "baseline")), *args, "--seed", str(seed), "--user-dir", str(USER_DIR),
                    "--save-dir", str(run_dir / "checkpoints")]  # fmt: skip
         label = str(run.get("label", run_dir.name)).format(**variables)

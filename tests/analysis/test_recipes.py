@@ -222,7 +222,7 @@ def test_without_a_venv_the_recipes_run_the_python_on_path(tmp_path):
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
     argvs = [recorded_command(line)[0] for line in result.stdout.splitlines()]
-    assert len(argvs) == 2 * 7 + 1  # 7 rows x 2 seeds, then the table
+    assert len(argvs) == 1 + 2 * 7 + 1  # the corpus-build command, 7 rows x 2 seeds, then the table
     assert {os.path.dirname(argv[0]) for argv in argvs} == {env_bin}
 
 
