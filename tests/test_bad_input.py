@@ -14,8 +14,8 @@ from fairseq_cli import eval_lm, train
 
 from fairseq_normformer.checks import BadInput
 
-from .conftest import USER_DIR, run_cli
-from .distributed.fairseq_runs import BIN, common_args, logged_updates, tiny_bert_args, tiny_lm_args
+from .conftest import USER_DIR
+from .distributed.fairseq_runs import BIN, common_args, logged_updates, tiny_bert_args, tiny_lm_args, train_in_process
 
 OTHER_DICTIONARY = r"dictionary of data directory '.*other-data' .* does not match .*checkpoint_last.pt"
 
@@ -42,7 +42,7 @@ def snapshot(directory) -> dict:
 def trained(tiny_lm_corpus, tmp_path_factory):
     """A save dir with the checkpoints of 2 updates."""
     save_dir = tmp_path_factory.mktemp("trained")
-    run_cli(["fairseq-train", *lm_args(tiny_lm_corpus.data_bin, save_dir)])
+    train_in_process(lm_args(tiny_lm_corpus.data_bin, save_dir))
     return save_dir
 
 
@@ -269,8 +269,8 @@ def test_missing_restore_file_to_fine_tune_from(save_dir, tiny_lm_corpus, tmp_pa
 def test_missing_restore_file_alone_trains_from_scratch_as_fairseq(tiny_lm_corpus, tmp_path):
     """fairseq's own tests (TestActivationCheckpointing) name a missing x.pt to start afresh: kept, with a line."""
     missing = tmp_path / "x.pt"
-    log = run_cli(["fairseq-train", *lm_args(tiny_lm_corpus.data_bin, tmp_path / "save", "--max-update", "1",
-                                             "--restore-file", missing)])  # fmt: skip
+    log = train_in_process(lm_args(tiny_lm_corpus.data_bin, tmp_path / "save", "--max-update", "1",
+                                   "--restore-file", missing))  # fmt: skip
     assert f"warning: --restore-file '{missing}' does not exist: training from scratch, as fairseq does" in log.stderr
     assert f"No existing checkpoint found {missing}" in log.stdout + log.stderr
     assert list(logged_updates(log.stdout)) == [1]
@@ -291,7 +291,7 @@ def pretrained_bert(tiny_bert_corpus, tmp_path_factory):
     def pretrained(flags: tuple):
         if flags not in runs:
             runs[flags] = tmp_path_factory.mktemp("pretrained")
-            run_cli(["fairseq-train", *tiny_bert_args(tiny_bert_corpus.data_bin, runs[flags], "--max-update", "1", *flags)])
+            train_in_process(tiny_bert_args(tiny_bert_corpus.data_bin, runs[flags], "--max-update", "1", *flags))
         return runs[flags]
 
     return pretrained
@@ -316,7 +316,7 @@ def test_embedding_layernorm_mismatch_is_one_line_naming_the_flag(pretrained, re
     save_dir = shutil.copytree(pretrained_bert(tuple(pretrained)), tmp_path / "pretrained")
     before = snapshot(save_dir)
     args = tiny_bert_args(tiny_bert_corpus.data_bin, save_dir, "--max-update", "2", *resumed)
-    result = run_cli(["fairseq-train", *args], check=False)  # an exception, a traceback in a process, would raise
+    result = train_in_process(args, check=False)  # an exception, a traceback in a process, would raise
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     has = "has no" if flag == "--no-layernorm-embedding" else "has a"
     assert result.stderr.strip().splitlines()[-1].startswith(f"fairseq-train: error: the checkpoint {has} LayerNorm on the embeddings")

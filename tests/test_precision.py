@@ -8,15 +8,10 @@ import torch.nn.functional as F
 
 from fairseq_normformer.modules.layer_norm import LayerNorm, resolve_layernorm_impl
 
-from .conftest import run_cli
 from .distributed.fairseq_runs import logged_updates, model_weights, tiny_lm_args
+from .distributed.fairseq_runs import train_in_process as train  # these tests are about the numbers, not the process
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
-
-
-def train(args):
-    """fairseq-train in this process (tests/conftest.py run_cli): these tests are about the numbers, not the process."""
-    return run_cli(["fairseq-train", *args])
 
 
 def is_bfloat16(weight: torch.Tensor) -> bool:

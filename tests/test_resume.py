@@ -15,7 +15,6 @@ from fairseq import checkpoint_utils
 
 import fairseq_normformer  # noqa: F401  (applies its fairseq fixes in this process)
 
-from .conftest import run_cli
 from .distributed.fairseq_runs import (
     command,
     logged_updates,
@@ -23,6 +22,7 @@ from .distributed.fairseq_runs import (
     tiny_bert_args,
     tiny_lm_args,
     train,
+    train_in_process,
 )
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -132,11 +132,6 @@ def test_sigkill_during_the_copy_to_checkpoint_last_leaves_a_whole_file(tmp_path
         content = dst.read_bytes()
         whole_source = len(content) == 32 << 20 and content.count(content[:1]) == len(content)
         assert whole_source, "a partial checkpoint_last.pt"
-
-
-def train_in_process(args, check=True):
-    """fairseq-train in this process (tests/conftest.py run_cli), for the runs whose process is not killed."""
-    return run_cli(["fairseq-train", *args], check=check)
 
 
 def test_a_finished_run_run_again_trains_no_more(tiny_lm_corpus, tmp_path):

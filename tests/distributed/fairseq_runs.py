@@ -9,7 +9,7 @@ import torch
 
 from fairseq_normformer.cli import script
 
-from ..conftest import USER_DIR, python_warnings
+from ..conftest import USER_DIR, python_warnings, run_cli
 
 BIN = Path(script("fairseq-train")).parent
 UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
@@ -57,6 +57,12 @@ def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
     if check:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return result
+
+
+def train_in_process(args, check=True):
+    """fairseq-train in this process (tests/conftest.py run_cli), for a run of one rank whose process the test is
+    not about: no start-up of torch and fairseq."""
+    return run_cli(["fairseq-train", *args], check=check)
 
 
 def logged_updates(stdout: str) -> dict:

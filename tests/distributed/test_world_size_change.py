@@ -13,8 +13,7 @@ from fairseq.data.iterators import EpochBatchIterator
 
 from fairseq_normformer.checks import BadInput
 
-from ..conftest import run_cli
-from .fairseq_runs import NO_DROPOUT, one_process_run, tiny_lm_args
+from .fairseq_runs import NO_DROPOUT, one_process_run, tiny_lm_args, train_in_process
 from .fairseq_runs import train as train_process
 from .test_data_parallel import assert_same_checkpoints
 from .test_resume_data_parallel import GLOO
@@ -29,7 +28,7 @@ BATCHES_PER_EPOCH, EXAMPLES_PER_EPOCH = 57, 1816
 
 def train(args):
     """fairseq-train: in this process (run_cli) on one rank, as a process that spawns its ranks on more."""
-    return train_process(args) if "--distributed-world-size" in args else run_cli(["fairseq-train", *args])
+    return train_process(args) if "--distributed-world-size" in args else train_in_process(args)
 
 
 def analysis_args(corpus, save_dir, *extra) -> list:
