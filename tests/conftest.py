@@ -88,7 +88,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None, process=False, check=True) -> subprocess.CompletedProcess:
+def run_cli(args, cwd=REPO_ROOT, timeout=300, env=None, input=None, process=False,
+            check=True) -> subprocess.CompletedProcess:
     """Run the console script ``args[0]`` of this Python's environment (e.g. ``.venv/bin/fairseq-train``)
     and return its exit status, stdout and stderr; raise with them when it fails (``check``). ``env`` adds to (or
     overrides) the environment; ``input`` is fed to stdin. A Python console script runs in this process
