@@ -26,9 +26,16 @@ CPU (tests/test_memory_plan.py) and, at the paper's sizes, on the meta device wi
 import math
 from dataclasses import dataclass
 
-from .models.normformer_lm import GPT3_SIZES
-
 GIB = 2**30
+# GPT-3 sizes used in the paper (Table 6): layers, model dim, heads; FFN = 4 x model dim. The presets of
+# models/normformer_lm.py are built from them; this module imports neither torch nor fairseq.
+GPT3_SIZES = {
+    "gpt3_small": (12, 768, 12),  # 125M
+    "gpt3_medium": (24, 1024, 16),  # 355M
+    "gpt3_large": (24, 1536, 16),  # 760M
+    "gpt3_xl": (24, 2048, 32),  # 1.3B
+    "gpt3_2_7": (32, 2560, 32),  # 2.7B
+}
 GPUS = {"V100 16GB": 16, "V100 32GB": 32, "A100 40GB": 40, "A100 80GB": 80, "H100 80GB": 80}
 RESERVED_BYTES = GIB  # CUDA context, cuBLAS workspace and allocator slack, not counted below
 GPT2_VOCAB = 50264  # GPT-2's 50257 BPE symbols with fairseq's specials, padded to a multiple of 8

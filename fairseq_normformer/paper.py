@@ -4,7 +4,7 @@ through ``normformer-paper-settings`` (see docs/recipes.md)::
 
     normformer-paper-settings --table 6 --size 125M --model normformer --world-size 16 --format json
 
-Model shapes stay in ``models/normformer_lm.py`` (``GPT3_SIZES``); this module names them by size.
+Model shapes stay in ``memory_plan.py`` (``GPT3_SIZES``, the presets' shapes); this module names them by size.
 BERT's pre-training settings (Devlin et al. 2019), which the BERT recipes follow, are in ``BERT``::
 
     normformer-paper-settings --bert --format shell
@@ -24,8 +24,8 @@ import logging
 import shlex
 import sys
 
-from . import memory_plan, meta_trace
-from .models.normformer_lm import GPT3_SIZES
+from . import memory_plan
+from .memory_plan import GPT3_SIZES
 
 # size -> preset suffix: preln_lm_<suffix> (baseline) and normformer_lm_<suffix> (NormFormer)
 SIZES = {"125M": "gpt3_small", "355M": "gpt3_medium", "760M": "gpt3_large", "1.3B": "gpt3_xl", "2.7B": "gpt3_2_7"}
@@ -314,6 +314,8 @@ def memory_main(args, runs: list):
 
 def trace_report(s: dict, checkpoint_activations: bool) -> dict:
     """--trace of one ``size_settings`` run: what the meta-device step counted, beside the formulas."""
+    from . import meta_trace  # torch and fairseq: here, so that the settings the recipes read import neither
+
     shape, seq_len = memory_plan.ModelShape.gpt3(s["arch"]), s["tokens_per_sample"]
     step = meta_trace.lm_step(s["arch"], s["batch_size"], seq_len, s["dropout"], checkpoint_activations, shape.vocab)
     planned = memory_plan.plan(s["arch"], "memory-efficient-fp16", "c10d", s["world_size"], s["batch_size"], seq_len,

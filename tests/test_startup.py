@@ -1,6 +1,8 @@
-"""The start-up hook install.sh writes (fixes/startup.py): fairseq starts without
-scikit-learn and SciPy's stats, and the metric functions fairseq imported from them give what the
-real ones give; an ``import sklearn`` afterwards is the real package."""
+"""Start-up. The package imported before fairseq registers nothing and imports neither torch nor fairseq
+(the run launchers start in a fraction of a second); register() registers and applies the fixes (--user-dir,
+which imports the package after fairseq, is run by every end-to-end test). The start-up hook install.sh
+writes (fixes/startup.py): fairseq starts without scikit-learn and SciPy's stats, and the metric functions
+fairseq imported from them give what the real ones give; an ``import sklearn`` afterwards is the real package."""
 import subprocess
 import sys
 import sysconfig
@@ -27,6 +29,24 @@ real = [sklearn.metrics.f1_score(y, p), sklearn.metrics.matthews_corrcoef(y, p),
 print("real modules:", [type(sys.modules[name]).__name__ for name in deferred])
 print("equal:", [float(x) == float(r) for x, r in zip(theirs, real)])
 """
+
+REGISTER_PROBE = """
+import sys
+import fairseq_normformer.cli.sweep, fairseq_normformer.paper
+print("the launchers import:", [name for name in ("torch", "fairseq") if name in sys.modules])
+import fairseq
+from fairseq.distributed import utils as distributed_utils
+from fairseq.models import ARCH_MODEL_REGISTRY
+print("imported first:", "normformer_lm_gpt3_small" in ARCH_MODEL_REGISTRY, distributed_utils.call_main.__module__)
+fairseq_normformer.register()
+print("registered:", "normformer_lm_gpt3_small" in ARCH_MODEL_REGISTRY, distributed_utils.call_main.__module__)
+"""
+
+
+def test_the_package_imported_first_imports_nothing_of_fairseq_until_register():
+    out = subprocess.run([sys.executable, "-c", REGISTER_PROBE], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["the launchers import: []", "imported first: False fairseq.distributed.utils",
+                                "registered: True fairseq_normformer.fixes.cpu_training"]  # fmt: skip
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ so training resumes from the shards, not from the consolidated file.
 import argparse
 import re
 import sys
+from .. import register
 from pathlib import Path
 
 from fairscale.nn.data_parallel import FullyShardedDataParallel
@@ -67,6 +68,7 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
+    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     args = get_parser().parse_args(argv)
     try:
         if args.output.exists():

@@ -1,4 +1,4 @@
-from .normformer_lm import GPT3_SIZES, NormFormerDecoder, NormFormerLanguageModel  # noqa: F401
+from .normformer_lm import NormFormerDecoder, NormFormerLanguageModel  # noqa: F401
 from .normformer_bert import NormFormerBertModel  # noqa: F401
 from .normformer_roberta import NormFormerRobertaModel  # noqa: F401
 from .normformer_transformer import NormFormerTransformerModel  # noqa: F401

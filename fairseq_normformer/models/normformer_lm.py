@@ -23,6 +23,7 @@ from fairseq.modules import AdaptiveInput
 from fairseq.utils import safe_getattr
 from omegaconf import II
 
+from ..memory_plan import GPT3_SIZES
 from ..modules import NormFormerCrossAttentionDecoderLayer, NormFormerDecoderLayer
 from ..modules.layer_config import ACTIVATIONS
 from ..modules.operations import OPERATIONS
@@ -116,16 +117,6 @@ def normformer_operations(args):
     for op in OPERATIONS:
         if op.in_normformer:
             setattr(args, op.field, safe_getattr(args, op.field, True))
-
-
-# GPT-3 sizes used in the paper (Table 6): layers, model dim, heads; FFN = 4 x model dim.
-GPT3_SIZES = {
-    "gpt3_small": (12, 768, 12),  # 125M
-    "gpt3_medium": (24, 1024, 16),  # 355M
-    "gpt3_large": (24, 1536, 16),  # 760M
-    "gpt3_xl": (24, 2048, 32),  # 1.3B
-    "gpt3_2_7": (32, 2560, 32),  # 2.7B
-}
 
 
 def gpt3_architecture(args, layers, embed_dim, heads):
