@@ -108,13 +108,6 @@ train() {
   if ((${#PIDS[@]} >= JOBS)); then wait_runs; fi
 }
 
-# train_seeds RUN_DIR FAIRSEQ_TRAIN_ARGS...: train once per seed (SEEDS), --seed K into seed_dir RUN_DIR K
-train_seeds() {
-  local dir="$1" seed
-  shift
-  for seed in $(seq "$SEEDS"); do train "$(seed_dir "$dir" "$seed")" "$@" --seed "$seed"; done
-}
-
 analyze() { run "$BIN/normformer-analyze" "$@"; }
 
 # sweep SPEC [normformer-sweep ARGS...]: the recipe's grid, recipes/sweeps/SPEC.yaml, run by normformer-sweep

@@ -8,7 +8,9 @@
 #                     runs as written in a plain shell and leaves each log where the next commands read it
 #   DRY_RUN=1         a command is logged and printed (shell-quoted, one line, on stdout), not run
 #   SEEDS=N           each run of a comparing recipe is trained N times (--seed 1..N); seed 1 in RUN_DIR, seed K > 1
-#                     in RUN_DIR/seedK (seed_dir), so a finished single-seed run is seed 1 of a study with more
+#                     in RUN_DIR/seedK (seed_dir), so a finished single-seed run is seed 1 of a study with more; the
+#                     seeds are declared in Python: normformer-sweep --seeds N trains them, normformer-analyze --seeds N
+#                     reads them (--run LABEL=RUN_DIR/FILE: seed K's RUN_DIR/seedK/FILE)
 DRY_RUN="${DRY_RUN:-0}"
 DONE_MARKER=done
 SEEDS="${SEEDS:-1}"
@@ -30,13 +32,6 @@ refuse_unread_data() {
 }
 
 seed_dir() { if [ "$2" = 1 ]; then echo "$1"; else echo "$1/seed$2"; fi; }  # seed_dir RUN_DIR K
-
-# seed_runs LABEL RUN_DIR [FILE]: into the array TABLE_RUNS, --run LABEL=<seed K's RUN_DIR>[/FILE] for every
-# seed (normformer-analyze reads a label given again as the same model's next seed)
-seed_runs() {
-  local seed
-  for seed in $(seq "$SEEDS"); do TABLE_RUNS+=(--run "$1=$(seed_dir "$2" "$seed")${3:+/$3}"); done
-}
 
 # The environment that changes numbers (the thread count changes the order of float sums); as THREAD_VARIABLES
 # of fairseq_normformer/runs/run_dir.py

@@ -11,8 +11,6 @@
 source "$(dirname "$0")/_lm_common.sh"
 pair_runs
 EARLY="${EARLY:-$([ "$SCALE" = paper ] && echo 10000 || echo 200)}"
-TABLE_RUNS=()
-seed_runs Baseline "$PAIR/baseline" grad_norms.jsonl
-seed_runs NormFormer "$PAIR/normformer" grad_norms.jsonl
-analyze grad-curves "${TABLE_RUNS[@]}" --param fc2.weight --updates "1:$EARLY" \
+analyze grad-curves --seeds "$SEEDS" --run "Baseline=$PAIR/baseline/grad_norms.jsonl" \
+  --run "NormFormer=$PAIR/normformer/grad_norms.jsonl" --param fc2.weight --updates "1:$EARLY" \
   --table-window "$((EARLY * 3 / 4 + 1)):$EARLY" --out-dir "$OUT"

@@ -9,9 +9,5 @@
 source "$(dirname "$0")/_lm_common.sh"
 pair_runs
 WINDOW="${WINDOW:-$([ "$SCALE" = paper ] && echo 1:10000 || echo 1:200)}"
-PAIRS=()
-for seed in $(seq "$SEEDS"); do
-  PAIRS+=(--baseline "Baseline=$(seed_dir "$PAIR/baseline" "$seed")/grad_norms.jsonl"
-    --run "NormFormer=$(seed_dir "$PAIR/normformer" "$seed")/grad_norms.jsonl")
-done
-analyze grad-ratio "${PAIRS[@]}" --window "$WINDOW" --out-dir "$OUT"
+analyze grad-ratio --seeds "$SEEDS" --baseline "Baseline=$PAIR/baseline/grad_norms.jsonl" \
+  --run "NormFormer=$PAIR/normformer/grad_norms.jsonl" --window "$WINDOW" --out-dir "$OUT"

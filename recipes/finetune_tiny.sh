@@ -157,8 +157,8 @@ TABLES=()
 table() {  # OUT TITLE INIT...: normformer-analyze metric-table of runs INIT of TASK, differences to the first
   local out=$1 title=$2 init metric
   shift 2
-  TABLE_RUNS=()
-  for init in "$@"; do seed_runs "${LABELS[$init]}" "$WORK/$TASK/${DIRS[$init]}" train.log; done
+  TABLE_RUNS=(--seeds "$SEEDS")
+  for init in "$@"; do TABLE_RUNS+=(--run "${LABELS[$init]}=$WORK/$TASK/${DIRS[$init]}/train.log"); done
   for metric in ${METRICS[$TASK]}; do TABLE_RUNS+=(--metric "$metric"); done
   run "$PY" -m fairseq_normformer.cli.analyze metric-table "${TABLE_RUNS[@]}" --title "$title" --out "$out"
   TABLES+=("$out")

@@ -47,7 +47,4 @@ for seed in $(seq "$SEEDS"); do
     wait_runs
   fi
 done
-TABLE_RUNS=()
-seed_runs Baseline "$OUT/baseline"
-seed_runs NormFormer "$OUT/normformer"
-analyze lr-table "${TABLE_RUNS[@]}" --out "$OUT/table3.md"
+analyze lr-table --seeds "$SEEDS" --run "Baseline=$OUT/baseline" --run "NormFormer=$OUT/normformer" --out "$OUT/table3.md"

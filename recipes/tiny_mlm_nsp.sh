@@ -67,8 +67,8 @@ for SEED in $(seq "$SEEDS"); do
   done
 done
 
-TABLE_RUNS=()
-for ARCH in preln_bert_base normformer_bert_base; do seed_runs "$ARCH" "$WORK/$ARCH" train.log; done
+TABLE_RUNS=(--seeds "$SEEDS")
+for ARCH in preln_bert_base normformer_bert_base; do TABLE_RUNS+=(--run "$ARCH=$WORK/$ARCH/train.log"); done
 for metric in loss mlm_loss mlm_ppl mlm_accuracy nsp_loss nsp_accuracy; do TABLE_RUNS+=(--metric "$metric"); done
 "$PY" -m fairseq_normformer.cli.analyze metric-table "${TABLE_RUNS[@]}" --out "$WORK/table.md" >/dev/null
 cat "$WORK/table.md"

@@ -85,6 +85,6 @@ for name in postln_no_warmup preln_no_warmup normformer_no_warmup; do
 done
 run "${ANALYZE[@]}" init-grads-plot "${GRAD_RUNS[@]}" --out-dir "$OUT"
 
-TABLE_RUNS=()
-for name in "${XIONG_RUNS[@]}"; do seed_runs "$name" "$OUT/$name"; done
+TABLE_RUNS=(--seeds "$SEEDS")
+for name in "${XIONG_RUNS[@]}"; do TABLE_RUNS+=(--run "$name=$OUT/$name"); done
 run "${ANALYZE[@]}" bleu-table "${TABLE_RUNS[@]}" --out-dir "$OUT"

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import List
 
+from ..runs.run_dir import seed_paths
+
 MANIFEST = "sweep.json"  # runs/sweep.py MANIFEST
 DIVERGED = "diverged"  # runs/sweep_job.py DIVERGED
 
@@ -19,7 +21,7 @@ def load_manifest(out: Path) -> dict:
 
 
 def seed_logs(run_dir: Path, seeds: int) -> List[Path]:
-    return [(run_dir if k == 1 else run_dir / f"seed{k}") / "train.log" for k in range(1, seeds + 1)]
+    return seed_paths(run_dir / "train.log", seeds, is_run_dir=False)
 
 
 class SweepTables:

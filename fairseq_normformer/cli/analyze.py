@@ -22,6 +22,9 @@
 Seeds: a label given again (--run Baseline=b/train.log --run Baseline=b/seed2/train.log ...; time-to-target:
 --baseline/--candidate once per seed) is the same model's next seed; tables report mean ± std over the seeds
 and 95% intervals of differences to the first row, paired by seed (analysis/seeds.py, docs/analysis.md).
+--seeds N gives them all at once: each --run (--baseline, --candidate) path is seed 1's, and seed K's is the
+same file in RUN_DIR/seedK (the recipes' seed directories; --run Baseline=b/train.log --seeds 3 reads
+b/train.log, b/seed2/train.log and b/seed3/train.log; a run directory, as lr-table's, is RUN_DIR itself).
 """
 import argparse
 import json
@@ -102,6 +105,31 @@ def by_label(runs) -> dict:
     for label, path in runs:
         grouped.setdefault(label, []).append(path)
     return grouped
+
+
+def with_seeds(args):
+    """``args`` with each --run, --baseline and --candidate path standing for --seeds N seeds, in seed order
+    (runs/run_dir.py's seed_paths): a label's seeds, then the next label's."""
+    from fairseq_normformer.runs.run_dir import seed_paths
+
+    def each_seed(run) -> list:
+        label, path = run if isinstance(run, tuple) else (None, run)
+        paths = [str(p) for p in seed_paths(path, args.seeds, args.run_dirs)]
+        return paths if label is None else [(label, p) for p in paths]
+
+    if getattr(args, "seeds", None) is not None:
+        for name in ("run", "baseline", "candidate"):
+            if getattr(args, name, None):
+                setattr(args, name, [seed for run in getattr(args, name) for seed in each_seed(run)])
+    return args
+
+
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """The command line, --seeds expanded (with_seeds)."""
+    args = parser.parse_args(argv)
+    if getattr(args, "seeds", None) is not None and args.seeds < 1:
+        parser.error(f"--seeds: expected a positive number of seeds, got {args.seeds}")
+    return with_seeds(args)
 
 
 def update_window(text: str):
@@ -283,7 +311,7 @@ def sweep(args):
     tables = SweepTables(Path(args.dir))
     parser = build_parser()
     for argv in tables.commands():
-        command = parser.parse_args(argv)
+        command = parse(parser, argv)
         command.func(command)
     if tables.diverged:
         with open(Path(args.dir) / "schemes.md", "a", encoding="utf-8") as schemes:
@@ -354,8 +382,13 @@ def bleu_table(args):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="normformer-analyze", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
+    seeds = argparse.ArgumentParser(add_help=False)  # the subcommands whose runs may have several seeds
+    seeds.add_argument("--seeds", type=int, metavar="N",
+                       help="each --run path is seed 1's of N seeds, seed K's the same file in its run directory's "
+                            "seedK/ (recipes' SEEDS=N; default: one path per seed, a label given again)")  # fmt: skip
+    seeds.set_defaults(run_dirs=False)  # the paths are files of a run directory (lr-table, eval-table, bleu-table: it)
 
-    p = commands.add_parser("grad-curves", help="Fig. 3: one parameter's mean |grad| per layer against updates")
+    p = commands.add_parser("grad-curves", parents=[seeds], help="Fig. 3: one parameter's mean |grad| per layer against updates")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=grad-norm file (repeat; a label again: its next seed)")  # fmt: skip
     p.add_argument("--param", default="fc2.weight", help="parameter inside each layer (default: fc2.weight)")
@@ -367,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="where fig3_grad_norms.png and fig3_grad_norms.md go")
     p.set_defaults(func=grad_curves)
 
-    p = commands.add_parser("grad-ratio", help="Fig. 5: run/baseline mean |grad| per parameter and layer")
+    p = commands.add_parser("grad-ratio", parents=[seeds], help="Fig. 5: run/baseline mean |grad| per parameter and layer")
     p.add_argument("--baseline", type=labelled, action="append", required=True,
                    help="LABEL=grad-norm file (repeat: one per seed)")  # fmt: skip
     p.add_argument("--run", type=labelled, action="append", required=True,
@@ -377,8 +410,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="where fig5_grad_ratio.png and .md go")
     p.set_defaults(func=grad_ratio)
 
-    p = commands.add_parser("diagnostics", help="the largest attention logit and output RMS per layer and the output "
-                            "logits' mean |log Z| against updates (--diagnostics-file)")
+    p = commands.add_parser("diagnostics", parents=[seeds], help="the largest attention logit and output RMS per layer and "
+                            "the output logits' mean |log Z| against updates (--diagnostics-file)")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=diagnostics file (repeat; a label again: its next seed)")  # fmt: skip
     p.add_argument("--out-dir", required=True, help="where diagnostics.png and diagnostics.md go")
@@ -390,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="where fig4_gamma.png and .md go")
     p.set_defaults(func=gamma)
 
-    p = commands.add_parser("time-to-target", help="Fig. 2: when a run reaches the baseline's final perplexity")
+    p = commands.add_parser("time-to-target", parents=[seeds], help="Fig. 2: when a run reaches the baseline's final perplexity")
     p.add_argument("--baseline", action="append", required=True,
                    help="fairseq-train log of the baseline (repeat: one per seed)")  # fmt: skip
     p.add_argument("--candidate", action="append", required=True,
@@ -400,7 +433,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="where fig2_time_to_target.png, .json and .md go")
     p.set_defaults(func=time_to_target)
 
-    p = commands.add_parser("mlm-curves", help="masked LM: validation accuracy and ppl against updates, and the unigram baseline")
+    p = commands.add_parser("mlm-curves", parents=[seeds],
+                            help="masked LM: validation accuracy and ppl against updates, and the unigram baseline")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=fairseq-train log of --criterion mlm_nsp (a label again: its next seed)")  # fmt: skip
     p.add_argument("--data", required=True, help="the data-bin the runs trained on (the unigram baseline: train -> valid)")
@@ -418,13 +452,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="where train.log and result.json go (not a directory that holds a run)")
     p.set_defaults(func=lr_stability)
 
-    p = commands.add_parser("lr-table", help="Table 3 from lr-stability output directories")
+    p = commands.add_parser("lr-table", parents=[seeds], help="Table 3 from lr-stability output directories")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=lr-stability --out-dir (a label again: its next seed)")  # fmt: skip
     p.add_argument("--out", required=True, help="markdown file to write")
-    p.set_defaults(func=lr_table)
+    p.set_defaults(func=lr_table, run_dirs=True)
 
-    p = commands.add_parser("ppl-table", help="Tables 5-7: final validation perplexity of each run")
+    p = commands.add_parser("ppl-table", parents=[seeds], help="Tables 5-7: final validation perplexity of each run")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=fairseq-train log (a label again: its next seed)")  # fmt: skip
     p.add_argument("--title", help="a line above the table (default: none)")
@@ -447,7 +481,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("log", help="fairseq-train log")
     p.set_defaults(func=outcome)
 
-    p = commands.add_parser("metric-table", help="the last validation's metrics of each run (any task)")
+    p = commands.add_parser("metric-table", parents=[seeds], help="the last validation's metrics of each run (any task)")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=fairseq-train log (a label again: its next seed)")  # fmt: skip
     p.add_argument("--metric", action="append", required=True, help="a validation metric, e.g. accuracy (repeat)")
@@ -455,12 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="markdown file to write")
     p.set_defaults(func=metric_table)
 
-    p = commands.add_parser("eval-table", help="Table 8: fairseq-eval-lm perplexity on valid and test")
+    p = commands.add_parser("eval-table", parents=[seeds], help="Table 8: fairseq-eval-lm perplexity on valid and test")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=directory with train.log, eval_valid.log, eval_test.log (again: its next seed)")  # fmt: skip
     p.add_argument("--title", help="a line above the table (default: none)")
     p.add_argument("--out", required=True, help="markdown file to write")
-    p.set_defaults(func=eval_table)
+    p.set_defaults(func=eval_table, run_dirs=True)
 
     p = commands.add_parser("sweep", help="every table of a normformer-sweep directory: each scheme's LR grid, the "
                             "schemes at their best LR against the baseline (paired by seed), time to target, the spec's tables")
@@ -482,11 +516,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", required=True, help="where init_grads.png and .md go")
     p.set_defaults(func=init_grads_plot)
 
-    p = commands.add_parser("bleu-table", help="Xiong et al.: validation BLEU against updates, and test BLEU")
+    p = commands.add_parser("bleu-table", parents=[seeds], help="Xiong et al.: validation BLEU against updates, and test BLEU")
     p.add_argument("--run", type=labelled, action="append", required=True,
                    help="LABEL=directory with train.log (fairseq-train --eval-bleu) and generate_test.log")  # fmt: skip
     p.add_argument("--out-dir", required=True, help="where bleu.md and bleu.png go")
-    p.set_defaults(func=bleu_table)
+    p.set_defaults(func=bleu_table, run_dirs=True)
     return parser
 
 
@@ -495,7 +529,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # fairseq-train arguments follow "--"
     parser = build_parser()
-    args = parser.parse_args(argv[:cut])
+    args = parse(parser, argv[:cut])
     args.train_args = argv[cut + 1 :]
     if args.train_args and args.command not in TAKES_TRAIN_ARGS:
         parser.error(f"only {' and '.join(TAKES_TRAIN_ARGS)} take fairseq-train arguments after '--', not {args.command}")

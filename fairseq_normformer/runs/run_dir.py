@@ -33,6 +33,21 @@ def mark_done(run_dir):
     (Path(run_dir) / DONE).touch()
 
 
+def seed_dir(run_dir, seed: int) -> Path:
+    """Where seed ``seed`` of a run goes: ``run_dir`` for seed 1, ``run_dir/seed<k>`` after (recipes/_run_dir.sh's
+    seed_dir)."""
+    return Path(run_dir) if seed == 1 else Path(run_dir) / f"seed{seed}"
+
+
+def seed_paths(path, seeds: int, is_run_dir: bool) -> List[Path]:
+    """``path`` for each of ``seeds`` seeds: a run directory's seed directories, or a file of a run directory (its
+    train.log, grad_norms.jsonl, ...) as the same file in each."""
+    path = Path(path)
+    if is_run_dir:
+        return [seed_dir(path, k) for k in range(1, seeds + 1)]
+    return [seed_dir(path.parent, k) / path.name for k in range(1, seeds + 1)]
+
+
 def seed_dirs(run_dir) -> List[Path]:
     """The directories of a run's seeds, in seed order: ``run_dir`` (seed 1), then ``run_dir/seed<k>``."""
     run_dir = Path(run_dir)

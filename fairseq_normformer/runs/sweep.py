@@ -82,12 +82,21 @@ class Setup:
         return self.report_dir or self.out
 
     def variables(self) -> dict:
-        """{names} of the spec's strings: the spec's `vars`, the scale's (the paper's with --size), --set's."""
+        """{names} of the spec's strings: the spec's `vars`, the scale's (the paper's with --size), the size's, --set's."""
         scale_vars = {**self.spec.get("paper_vars", {}), **paper_lr_vars(self)} if self.size else self.scale_spec().get("vars", {})
-        named = {**self.spec.get("vars", {}), **scale_vars, **self.overrides}
+        named = {**self.spec.get("vars", {}), **scale_vars, **self.size_vars(), **self.overrides}
         updates = self.updates or int(self.scale_spec().get("updates", self.spec.get("updates", 0)))
         return {"updates": updates, "warmup": updates // 10, "scale": self.scale, "seeds": self.seed_count,
-                "report_dir": self.reports, **named}  # fmt: skip
+                "report_dir": self.reports, "world_size": self.world_size, **named}  # fmt: skip
+
+    def size_vars(self) -> dict:
+        """{size}: --size, or one of the scale's `sizes` (its variables too), named by --set size=NAME (default: the
+        first)."""
+        sizes = self.scale_spec().get("sizes", {})
+        size = self.overrides.get("size", self.size or next(iter(sizes), None))
+        if sizes and size not in sizes:
+            raise SpecError(f"--set size={size}: scale {self.scale}'s sizes are {', '.join(sizes)}")
+        return {} if size is None else {"size": size, **sizes.get(size, {})}
 
     def scale_spec(self) -> dict:
         return self.spec.get("scales", {}).get(self.scale, {})
@@ -302,7 +311,7 @@ class Grid:
     def grid_points(self, names=None) -> List[Point]:
         """Each scheme's grid: one seed, or with `seeds_at: every_lr` every seed at every LR."""
         every = self.spec.get("seeds_at") == "every_lr"
-        return [self.point(seed_dir(self.grid_dir(name, lr), k), self.scheme(name), lr, k)
+        return [self.point(rd.seed_dir(self.grid_dir(name, lr), k), self.scheme(name), lr, k)
                 for name in names or self.scheme_names() for lr in self.lrs[name]
                 for k in (self.seeds() if every else [1])]  # fmt: skip
 
@@ -311,7 +320,7 @@ class Grid:
         ``grid_too`` that one too)."""
         if self.spec.get("seeds_at") == "every_lr" and not grid_too:
             return []
-        return [self.point(seed_dir(self.grid_dir(name, best), k), self.scheme(name), best, k)
+        return [self.point(rd.seed_dir(self.grid_dir(name, best), k), self.scheme(name), best, k)
                 for name in names or self.scheme_names() if (best := self.best[name]) is not None
                 for k in self.seeds(2 if best in self.lrs[name] and not grid_too else 1)]  # fmt: skip
 
@@ -329,7 +338,7 @@ class Grid:
             lr = self.variant_lr(variant)
             if lr is not None:
                 run_dir = self.setup.out / path.format(**self.variables, lr=lr)
-                points += [self.point(seed_dir(run_dir, k), {"label": path, **variant}, lr, k) for k in self.seeds()]
+                points += [self.point(rd.seed_dir(run_dir, k), {"label": path, **variant}, lr, k) for k in self.seeds()]
         return points
 
     def stability_points(self) -> List[Point]:
@@ -400,7 +409,7 @@ class Grid:
             run_dir = self.setup.out / name.format(**self.variables, lr=self.variant_lr(self.spec["variants"][name]))
         else:
             run_dir = self.grid_dir(name, self.best[name])
-        return [seed_dir(run_dir, k) / "train.log" for k in self.seeds()]
+        return rd.seed_paths(run_dir / "train.log", self.setup.seed_count, is_run_dir=False)
 
     def manifest(self) -> dict:
         """What normformer-analyze sweep reads: the spec, the scale, the seeds, each scheme's LRs and best."""
@@ -411,10 +420,6 @@ class Grid:
 def point_line(point: Point) -> str:
     """The shell line of commands.sh: the command with its output in train.log."""
     return rd.command_line(list(point.command), point.log)
-
-
-def seed_dir(run_dir: Path, seed: int) -> Path:
-    return run_dir if seed == 1 else run_dir / f"seed{seed}"
 
 
 def best_lr(logs: Dict[str, Path], metric: str) -> tuple:

@@ -13,6 +13,7 @@ from scipy import stats
 
 from fairseq_normformer.analysis.plots import mean_over_seeds
 from fairseq_normformer.analysis.seeds import mean_std, paired_differences, t_interval
+from fairseq_normformer.cli.analyze import build_parser, parse
 from fairseq_normformer.cli.analyze import main as analyze
 from fairseq_normformer.cli.zero_shot import main as zero_shot
 from tests.analysis.test_training_log import write_log
@@ -102,6 +103,26 @@ def test_ppl_table_over_three_seeds(tmp_path):
     places = decimals(*interval(NORMFORMER, BASELINE), *interval(NOISE, BASELINE))
     assert rows["NormFormer"][6] == interval_text(NORMFORMER, BASELINE, places)
     assert rows["Noise"][6] == interval_text(NOISE, BASELINE, places) + " within seed noise"
+
+
+def test_seeds_option_reads_each_runs_seed_directories(tmp_path):
+    """--seeds N: a --run path is seed 1's, seed K's the same file in RUN_DIR/seedK (a run directory: RUN_DIR/seedK);
+    the table equals the one of every seed's path given under its label."""
+    per_seed = []
+    for label, ppl in (("Baseline", BASELINE), ("NormFormer", NORMFORMER)):
+        per_seed += [f"--run={label}={log}" for log in fake_runs(tmp_path / label, ppl)]
+    analyze(["ppl-table", *per_seed, "--out", str(tmp_path / "each.md")])
+    analyze(["ppl-table", "--seeds", "3", "--run", f"Baseline={tmp_path}/Baseline/train.log",
+             "--run", f"NormFormer={tmp_path}/NormFormer/train.log", "--out", str(tmp_path / "seeds.md")])  # fmt: skip
+    assert (tmp_path / "seeds.md").read_text() == (tmp_path / "each.md").read_text()
+    assert table_rows(tmp_path / "seeds.md")["NormFormer"][2] == "3"
+    args = parse(build_parser(), ["lr-table", "--run", "A=out/a", "--seeds", "2", "--out", "t.md"])
+    assert args.run == [("A", "out/a"), ("A", "out/a/seed2")]
+    args = parse(build_parser(), ["time-to-target", "--seeds", "2", "--baseline", "b/train.log", "--candidate",
+                                  "n/train.log", "--out-dir", "f"])  # fmt: skip
+    assert (args.baseline, args.candidate) == (["b/train.log", "b/seed2/train.log"], ["n/train.log", "n/seed2/train.log"])
+    with pytest.raises(SystemExit):
+        parse(build_parser(), ["ppl-table", "--seeds", "0", "--run", "A=a.log", "--out", "t.md"])
 
 
 def test_ppl_table_compares_every_row_to_a_chosen_one_too(tmp_path):
@@ -201,6 +222,14 @@ def dry_run(recipe, out, *args, **env):
     return recorded_commands(out / "commands.sh")
 
 
+def analyzed(argv, command) -> list:
+    """The inputs (LABEL=PATH, or PATH) a recorded normformer-analyze ``command`` reads, one per seed, --seeds
+    expanded as normformer-analyze does."""
+    args = parse(build_parser(), argv[argv.index(command) :])
+    return [f"{run[0]}={run[1]}" if isinstance(run, tuple) else run
+            for name in ("baseline", "run", "candidate") for run in getattr(args, name, None) or []]  # fmt: skip
+
+
 def seed_of(run_dir) -> int:
     match = re.search(r"/seed(\d+)$", run_dir)
     return int(match.group(1)) if match else 1
@@ -211,7 +240,7 @@ def last_value(argv, flag):
     return argv[len(argv) - argv[::-1].index(flag)]
 
 
-@pytest.mark.parametrize("recipe", ["table5_ablations", "fig2_time_to_target", "table3_lr_stability"])
+@pytest.mark.parametrize("recipe", ["table5_ablations", "fig2_time_to_target", "table3_lr_stability", "table8_wikitext103"])
 @pytest.mark.slow
 def test_recipes_train_each_run_once_per_seed(recipe, tmp_path):
     argvs = dry_run(recipe, tmp_path, SEEDS="3")
@@ -221,9 +250,8 @@ def test_recipes_train_each_run_once_per_seed(recipe, tmp_path):
     dirs = [os.path.dirname(last_value(a, "--save-dir")) if "--save-dir" in a else last_value(a, "--out-dir") for a in runs]
     assert seeds == [seed_of(d) for d in dirs] and sorted(seeds) == sorted([1, 2, 3] * (len(runs) // 3))
     # the table (the figure) reads every seed's run, a label given again being the same model's next seed
-    analysis = next(a for a in argvs if a[1] in ("ppl-table", "time-to-target", "lr-table"))
-    inputs = [v for flag, v in zip(analysis, analysis[1:]) if flag in ("--run", "--baseline", "--candidate")]
-    paths = [v.partition("=")[2] or v for v in inputs]
+    analysis = next(a for a in argvs if a[1] in ("ppl-table", "time-to-target", "lr-table", "eval-table"))
+    paths = [v.partition("=")[2] or v for v in analyzed(analysis, analysis[1])]
     assert sorted(os.path.dirname(p) if p.endswith(".log") else p for p in paths) == sorted(dirs)
 
 
@@ -361,8 +389,7 @@ def test_finetune_tiny_fine_tunes_and_tables_every_seed(tmp_path):
     assert runs == sorted(want)
     tables = [a for a in argvs if "metric-table" in a]
     assert [a[a.index("--out") + 1] for a in tables] == [str(tmp_path / t / "results.md") for t in ("qa", "ner", "swag")]
-    inputs = [v for flag, v in zip(tables[0], tables[0][1:]) if flag == "--run"]
-    assert inputs == [f"{label}={tmp_path}/qa/{init}{seed}/train.log" for label, init in
+    assert analyzed(tables[0], "metric-table") == [f"{label}={tmp_path}/qa/{init}{seed}/train.log" for label, init in
                       (("pre-trained", "pretrained"), ("from scratch", "scratch")) for seed in ("", "/seed2")]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ rerun that submits nothing; the SLURM array through fake sbatch and sacct; the n
 the commands the recipe recorded and the paper's 125M settings; normformer-analyze sweep against ppl-table."""
 import json
 import os
+import re
 import signal
 import stat
 import threading
@@ -80,6 +81,34 @@ def test_the_norm_bench_spec_prints_the_commands_the_recipe_recorded(tmp_path):
     assert all(printed[p] == committed[p] for p in common), [p for p in common if printed[p] != committed[p]]
     assert len(printed) == 52 and not (out / "grid").exists()  # 24 grid runs, 16 seeds, 12 variants; nothing run
     assert recorded_commands(out / "commands.sh")[1:] == [recorded_command(line)[0] for line in result.stdout.splitlines()[1:]]
+
+
+GRID_RECIPES = ("norm_bench", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target")
+BASH_LOOP = re.compile(r"\bfor\s+(?:\(\(([^)]*)|(\w+)\s+in\s+([^;\n]*))")  # for ((...)) or for NAME in WORDS
+
+
+def grid_loops(text: str) -> list:
+    """The bash loops of ``text`` over seeds, LRs or schemes (by their variable or their list)."""
+    loops = [" ".join(filter(None, m.groups())) for m in BASH_LOOP.finditer(text)]
+    return [loop for loop in loops if "$(seq" in loop or re.search(r"seed|\blrs?\b|_lrs?\b|scheme|models?\b", loop, re.I)]
+
+
+def sourced(script: Path) -> list:
+    """The recipe helpers ``script`` sources, and theirs."""
+    names = re.findall(r"^\s*source\s+.*?/(_\w+\.sh)", script.read_text(), re.M)
+    return [h for name in names for h in (script.parent / name, *sourced(script.parent / name))]
+
+
+def test_the_grid_recipes_and_their_helpers_loop_over_no_seed_lr_or_scheme():
+    """Issue 49: the spec declares the grid, normformer-sweep runs it and normformer-analyze --seeds reads the seeds."""
+    assert grid_loops('for seed in $(seq "$SEEDS"); do\nfor lr in $LRS; do\nfor k in $(seq 3); do') == [
+        'seed $(seq "$SEEDS")', "lr $LRS", "k $(seq 3)"]  # fmt: skip
+    for recipe in GRID_RECIPES:
+        script = REPO_ROOT / "recipes" / f"{recipe}.sh"
+        helpers = sourced(script)
+        assert {h.name for h in helpers} >= {"_lm_common.sh", "_run_dir.sh"}, recipe
+        for path in (script, *helpers):
+            assert grid_loops(path.read_text()) == [], path.name
 
 
 @pytest.mark.slow
