@@ -40,6 +40,7 @@ from fairseq_normformer.analysis.diagnostics import OUTPUT, final_values, read_d
 from fairseq_normformer.analysis.gamma import added_gammas, load_model_state, summary_rows  # noqa: E402
 from fairseq_normformer.analysis.grad_curves import grad_ratios, layer_means, read_grad_norms  # noqa: E402
 from fairseq_normformer.runs.lr_stability import read_result, run_lr_stability  # noqa: E402
+from fairseq_normformer.runs.run_dir import seed_paths  # noqa: E402
 from fairseq_normformer.instrumentation.diagnostics import ABS_LOG_Z, ATTN_LOGIT, LAYER_RMS  # noqa: E402
 from fairseq_normformer.instrumentation.init_grads import build_at_init, init_grad_norms  # noqa: E402
 from fairseq_normformer.analysis.plots import (  # noqa: E402
@@ -110,7 +111,6 @@ def by_label(runs) -> dict:
 def with_seeds(args):
     """``args`` with each --run, --baseline and --candidate path standing for --seeds N seeds, in seed order
     (runs/run_dir.py's seed_paths): a label's seeds, then the next label's."""
-    from fairseq_normformer.runs.run_dir import seed_paths
 
     def each_seed(run) -> list:
         label, path = run if isinstance(run, tuple) else (None, run)

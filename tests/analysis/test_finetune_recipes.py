@@ -8,6 +8,7 @@ import sys
 import pytest
 from fairseq import options
 
+from fairseq_normformer.cli.analyze import build_parser, parse
 from tests.conftest import REPO_ROOT, recorded_commands
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -131,7 +132,8 @@ def test_tiny_recipe_fine_tunes_checkpoints_pretrained_elsewhere(tmp_path):
                 "pretraining-normformer_bert_base.md": ["normformer_bert_base, from scratch", "NormFormer"]}  # fmt: skip
         for out, labels in rows.items():
             table = tables.pop(f"{task}/{out}")
-            assert [v for flag, v in zip(table, table[1:]) if flag == "--run"] == [
+            args = parse(build_parser(), table[table.index("metric-table") :])  # --seeds expanded
+            assert [f"{label}={path}" for label, path in args.run] == [
                 f"{label}={work}/{task}/{ROWS[label][0]}{seed}/train.log" for label in labels for seed in ("", "/seed2")]
     assert not tables
 
