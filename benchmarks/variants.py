@@ -6,10 +6,8 @@ import torch
 from fairseq import options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (registers our --arch names)
 from fairseq_normformer.modules.operations import OPERATIONS, operations_in
-
-fairseq_normformer.register()  # registers our --arch names
 
 NORMFORMER_FLAGS = ("--scale-attn", "--scale-fc", "--scale-heads")
 PRE_LN = ("--decoder-normalize-before",)  # fairseq's transformer_lm is Post-LN by default (its GPT-3 presets set it)

@@ -1,14 +1,16 @@
-"""NormFormer for fairseq. ``fairseq-train --user-dir <path of this package>`` registers its models, tasks,
-criterions and scheduler with fairseq and applies the fixes listed in fixes/__init__.py (docs/fixes.md):
-fairseq imports the package after itself, and ``register()`` runs then.
+"""NormFormer for fairseq. Importing this package registers its models, tasks and criterions,
+so ``fairseq-train --user-dir <path of this package>`` makes them available, and then applies the
+fixes listed in fixes/__init__.py (docs/fixes.md): ``register()``.
 
-Imported before fairseq, the package imports neither fairseq nor torch: the run launchers that need
-neither (``normformer-sweep``, ``normformer-paper-settings``, which every recipe's dry run calls) start in
-a fraction of a second. Code that imports the package first and then uses fairseq's registries, or runs a
-fairseq CLI in its process, calls ``register()`` first; each of our console scripts does."""
+In the processes of the two run launchers, which need neither fairseq nor torch (``normformer-sweep`` and
+``normformer-paper-settings``: every recipe's dry run calls them), the import does neither and the launcher
+starts in a fraction of a second; code those launchers run that needs fairseq calls ``register()``."""
 import sys
+from pathlib import Path
 
 __version__ = "0.1.0"
+
+LAUNCHERS = {"fairseq_normformer.cli.sweep": "normformer-sweep", "fairseq_normformer.paper": "normformer-paper-settings"}
 
 
 def register() -> None:
@@ -19,5 +21,13 @@ def register() -> None:
     fixes.apply()
 
 
-if "fairseq" in sys.modules:  # imported by fairseq's --user-dir (common.user_dir), or after fairseq
+def in_a_launcher() -> bool:
+    """Whether this process runs a launcher: ``python -m`` one of LAUNCHERS (the module is not yet in sys.argv
+    while its package imports), or its console script."""
+    argv = sys.orig_argv[1:]
+    module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else None
+    return module in LAUNCHERS or Path(sys.argv[0]).name in LAUNCHERS.values()
+
+
+if not in_a_launcher():
     register()

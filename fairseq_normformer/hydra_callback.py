@@ -23,12 +23,10 @@ from hydra.core.utils import JobStatus
 from hydra.experimental.callback import Callback
 from omegaconf import OmegaConf
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (registers the models, tasks and criterions; applies the fixes)
 
 from . import checks
 from .hydra_presets import CONFIG_DIR, dataclass_preset
-
-fairseq_normformer.register()  # registers the models, tasks and criterions; applies the fixes
 
 
 def check_model_name(config) -> None:

@@ -16,9 +16,7 @@ from pathlib import Path
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY, MODEL_DATACLASS_REGISTRY
 from omegaconf import OmegaConf
 
-import fairseq_normformer
-
-fairseq_normformer.register()  # registers the models and their presets
+import fairseq_normformer  # noqa: F401  (registers the models and their presets)
 
 MODELS = ("normformer_lm",)  # our dataclass-configured models with presets (the others are argparse-configured)
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "examples" / "hydra" / "model"

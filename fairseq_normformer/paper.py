@@ -314,8 +314,9 @@ def memory_main(args, runs: list):
 
 def trace_report(s: dict, checkpoint_activations: bool) -> dict:
     """--trace of one ``size_settings`` run: what the meta-device step counted, beside the formulas."""
-    from . import meta_trace  # torch and fairseq: here, so that the settings the recipes read import neither
+    from . import meta_trace, register  # torch and fairseq: here, so that the settings the recipes read import neither
 
+    register()  # the presets it builds
     shape, seq_len = memory_plan.ModelShape.gpt3(s["arch"]), s["tokens_per_sample"]
     step = meta_trace.lm_step(s["arch"], s["batch_size"], seq_len, s["dropout"], checkpoint_activations, shape.vocab)
     planned = memory_plan.plan(s["arch"], "memory-efficient-fp16", "c10d", s["world_size"], s["batch_size"], seq_len,

@@ -4,7 +4,7 @@
 
 FAIRSEQ_CHECKOUT holds fairseq's ``tests/`` (they are not in the wheel: ``git archive v0.12.3 tests``
 of facebookresearch/fairseq). Each test file runs in two processes, against the installed fairseq:
-- ``plugin``: with ``fairseq_normformer.register()`` first (every fix applied), as ``--user-dir`` does;
+- ``plugin``: with ``import fairseq_normformer`` first (every fix applied), as ``--user-dir`` does;
 - ``allowlist``: with only the checkpoint allow-list (fixes/safe_globals.py), which any fairseq run on
   torch >= 2.6 needs to load its own checkpoints.
 A test that passes in ``allowlist`` and fails in ``plugin`` is broken by the plugin; the script prints
@@ -28,7 +28,7 @@ DEFAULT_FILES = (
 )  # fmt: skip
 # conftest-like pytest plugins, one per mode, given to pytest with -p from a temporary directory
 MODE_PLUGINS = {
-    "plugin": "import fairseq_normformer\n\nfairseq_normformer.register()  # every fix applied\n",
+    "plugin": "import fairseq_normformer  # noqa: F401  (every fix applied)\n",
     "allowlist": (
         "import importlib.util\n"
         f"spec = importlib.util.spec_from_file_location('safe_globals', {str(REPO / 'fairseq_normformer/fixes/safe_globals.py')!r})\n"

@@ -15,8 +15,7 @@ from fairseq_normformer.fixes import batch_prefetch
 STOPS_EARLY = """
 import sys, torch
 if sys.argv[1] == "plugin":
-    import fairseq_normformer
-    fairseq_normformer.register()  # applies the fixes
+    import fairseq_normformer  # applies the fixes
 from fairseq.data.iterators import BufferedIterator
 
 class Batches:

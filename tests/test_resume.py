@@ -13,7 +13,7 @@ import pytest
 import torch
 from fairseq import checkpoint_utils
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (applies its fairseq fixes in this process)
 
 from .distributed.fairseq_runs import (
     command,
@@ -24,8 +24,6 @@ from .distributed.fairseq_runs import (
     train,
     train_in_process,
 )
-
-fairseq_normformer.register()  # applies its fairseq fixes in this process
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 

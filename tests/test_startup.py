@@ -1,14 +1,17 @@
-"""Start-up. The package imported before fairseq registers nothing and imports neither torch nor fairseq
-(the run launchers start in a fraction of a second); register() registers and applies the fixes (--user-dir,
-which imports the package after fairseq, is run by every end-to-end test). The start-up hook install.sh
+"""Start-up. The run launchers (normformer-sweep, normformer-paper-settings) import neither fairseq nor torch; any
+other import of the package registers it and applies the fixes. The start-up hook install.sh
 writes (fixes/startup.py): fairseq starts without scikit-learn and SciPy's stats, and the metric functions
 fairseq imported from them give what the real ones give; an ``import sklearn`` afterwards is the real package."""
+import re
+import shutil
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
+
+import fairseq_normformer
 from fairseq_normformer.fixes.startup import PTH_NAME
 
 PROBE = """
@@ -30,23 +33,27 @@ print("real modules:", [type(sys.modules[name]).__name__ for name in deferred])
 print("equal:", [float(x) == float(r) for x, r in zip(theirs, real)])
 """
 
-REGISTER_PROBE = """
+IMPORTED = """
 import sys
-import fairseq_normformer.cli.sweep, fairseq_normformer.paper
-print("the launchers import:", [name for name in ("torch", "fairseq") if name in sys.modules])
-import fairseq
+import fairseq_normformer
 from fairseq.distributed import utils as distributed_utils
 from fairseq.models import ARCH_MODEL_REGISTRY
-print("imported first:", "normformer_lm_gpt3_small" in ARCH_MODEL_REGISTRY, distributed_utils.call_main.__module__)
-fairseq_normformer.register()
-print("registered:", "normformer_lm_gpt3_small" in ARCH_MODEL_REGISTRY, distributed_utils.call_main.__module__)
+print("normformer_lm_gpt3_small" in ARCH_MODEL_REGISTRY, distributed_utils.call_main.__module__)
 """
 
 
-def test_the_package_imported_first_imports_nothing_of_fairseq_until_register():
-    out = subprocess.run([sys.executable, "-c", REGISTER_PROBE], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["the launchers import: []", "imported first: False fairseq.distributed.utils",
-                                "registered: True fairseq_normformer.fixes.cpu_training"]  # fmt: skip
+def imported_modules(*argv) -> set:
+    """The modules ``python -X importtime ARGV`` imported."""
+    err = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True, text=True, check=True).stderr
+    return set(re.findall(r"^import time: .*\| +(\S+)$", err, re.M))
+
+
+def test_the_launchers_import_neither_fairseq_nor_torch_and_any_other_import_registers():
+    for module, script in fairseq_normformer.LAUNCHERS.items():
+        for argv in (["-m", module, "--help"], [shutil.which(script) or script, "--help"]):
+            assert {"torch", "fairseq"}.isdisjoint(imported_modules(*argv)), argv
+    out = subprocess.run([sys.executable, "-c", IMPORTED], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "fairseq_normformer.fixes.cpu_training"]
 
 
 @pytest.mark.slow

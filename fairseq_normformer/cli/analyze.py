@@ -35,7 +35,6 @@ from pathlib import Path
 # One of fairseq's modules calls logging.basicConfig(level=DEBUG) on import: reset it as fairseq_cli does.
 logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO, force=True)
 
-from fairseq_normformer import register  # noqa: E402
 from fairseq_normformer.analysis.diagnostics import OUTPUT, final_values, read_diagnostics  # noqa: E402
 from fairseq_normformer.analysis.gamma import added_gammas, load_model_state, summary_rows  # noqa: E402
 from fairseq_normformer.analysis.grad_curves import grad_ratios, layer_means, read_grad_norms  # noqa: E402
@@ -525,7 +524,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     argv = sys.argv[1:] if argv is None else list(argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # fairseq-train arguments follow "--"
     parser = build_parser()

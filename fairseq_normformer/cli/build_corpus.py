@@ -15,7 +15,6 @@ in DIR is reused.
 import argparse
 from pathlib import Path
 
-from .. import register
 from ..corpus.finetune_tasks import FORMATS as TASK_FORMATS
 from ..corpus.finetune_tasks import build_finetune_data
 from ..corpus.gettext import DEFAULT_LOCALE_DIR, build_translation_corpus
@@ -130,7 +129,6 @@ def build_own_text(args):
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     args = get_parser().parse_args(argv)
     if (args.text or args.text_dir is not None) and args.format not in FORMATS:
         raise SystemExit(f"normformer-build-corpus: error: --text and --text-dir build the {' and '.join(FORMATS)} "

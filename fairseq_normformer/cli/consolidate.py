@@ -11,7 +11,6 @@ so training resumes from the shards, not from the consolidated file.
 import argparse
 import re
 import sys
-from .. import register
 from pathlib import Path
 
 from fairscale.nn.data_parallel import FullyShardedDataParallel
@@ -68,7 +67,6 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     args = get_parser().parse_args(argv)
     try:
         if args.output.exists():

@@ -3,13 +3,11 @@ or a fairseq ``transformer`` (translation) checkpoint as a ``normformer_transfor
 import argparse
 import logging
 
-from .. import register
 from ..models.fairseq_compat import convert_checkpoint
 from ..modules.operations import SWITCHES
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("src", help="checkpoint written by fairseq's transformer_lm or transformer")
     parser.add_argument("dst", help="where to write the converted checkpoint (must not exist)")

@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import register
 from ..analysis.training_log import message, parse_progress, read_eval_lm, read_training_log
 from ..corpus.stdlib import build_corpus
 from ..runs.run_dir import dry_run, is_done, log_command, mark_done
@@ -269,7 +268,6 @@ def check_args(args):
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     args = get_parser().parse_args(argv)
     check_args(args)
     start = time.time()

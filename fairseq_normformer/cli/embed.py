@@ -30,7 +30,6 @@ import sentencepiece as spm
 import torch
 from fairseq import checkpoint_utils
 
-from .. import register
 from ..models.normformer_lm import NormFormerLanguageModel
 from ..models.normformer_roberta import NormFormerRobertaModel
 from ..runs.atomic import atomic_directory
@@ -151,7 +150,6 @@ def get_parser():
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     args = get_parser().parse_args(argv)
     try:

@@ -21,7 +21,6 @@ from pathlib import Path
 
 from fairseq import checkpoint_utils
 
-from .. import register
 from ..models.normformer_bert import NormFormerBertModel
 from ..models.normformer_roberta import NormFormerRobertaModel
 from ..models.normformer_transformer import NormFormerTransformerModel
@@ -255,7 +254,6 @@ def save_tokenizer(out_dir: Path, spm_model: Path, kind: str) -> None:
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     logging.basicConfig(format="%(asctime)s | %(levelname)s | %(name)s | %(message)s", level=logging.INFO)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", type=Path,

@@ -18,7 +18,6 @@ import sys
 import torch
 from fairseq import checkpoint_utils
 
-from .. import register
 from ..criterions.extractive_qa import answer_logits, predict_answers
 from ..criterions.token_classification import label_logits, predict_entities
 from ..metrics import conll, squad
@@ -106,7 +105,6 @@ def get_parser():
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     args = get_parser().parse_args(argv)
     try:
         predict_qa(args) if args.command == "qa" else predict_tags(args)

@@ -11,12 +11,10 @@ fairseq-train OUT --task sentence_ranking --criterion sentence_ranking --num-cla
 import argparse
 from pathlib import Path
 
-from .. import register
 from ..data.swag import write_ranking_data
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     parser = argparse.ArgumentParser(prog="normformer-swag-data", description=__doc__.split("\n")[0])
     parser.add_argument("swag_dir", type=Path, help="directory with SWAG's train.csv and val.csv")
     parser.add_argument("--spm-model", type=Path, required=True, help="the pre-training SentencePiece model")

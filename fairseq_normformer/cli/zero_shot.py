@@ -14,7 +14,6 @@ import logging
 import sys
 from pathlib import Path
 
-from .. import register
 from ..zeroshot.evaluate import NORMALIZATIONS, evaluate_tasks, load_files
 from ..zeroshot.scorer import PACKAGE_DIR, load_scorer
 from ..zeroshot.stdlib_tasks import build_stdlib_tasks
@@ -121,7 +120,6 @@ def build_parser():
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["lm-eval"]:
         return run_lm_eval(argv[1:])

@@ -14,7 +14,7 @@ import sys
 
 from fairseq import options
 
-from .. import memory_plan, paper, register
+from .. import memory_plan, paper
 from ..cli.user_dir import user_dir
 
 BOOKKEEPING = ["--task", "language_modeling", "--sample-break-mode", "none", "--required-batch-size-multiple", "1",
@@ -102,7 +102,6 @@ def get_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None):
-    register()  # our models, tasks and fixes (a bad input's one line), as --user-dir
     a = get_parser().parse_args(argv)
     data, *extra = a.fairseq_args
     try:

@@ -16,8 +16,6 @@ import torch
 from fairseq import checkpoint_utils, utils
 from fairseq.data import Dictionary
 
-from .. import register
-
 logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # the fairseq user dir of this plugin
@@ -204,7 +202,6 @@ def load_scorer(
             raise FileNotFoundError(f"{what} not found: {path}")
     if torch.device(device).type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} asked for, but this torch has no CUDA device; use device cpu")
-    register()  # our models, whatever user_dir adds
     utils.import_user_module(argparse.Namespace(user_dir=str(user_dir)))
     overrides = {"data": str(data)} if data is not None else {}
     state = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoint), overrides)

@@ -5,10 +5,8 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (registers the models)
 from tests.conftest import fairseq_config
-
-fairseq_normformer.register()  # registers the models
 
 TINY_ENCODER = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "48",
                 "--encoder-attention-heads", "4", "--dropout", "0", "--attention-dropout", "0",

@@ -8,11 +8,9 @@ from fairseq import checkpoint_utils, options
 from fairseq.data import Dictionary
 from fairseq.models.transformer_lm import TransformerLanguageModel, base_lm_architecture
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (registers normformer_lm)
 from fairseq_normformer.models import NormFormerLanguageModel
 from tests.conftest import fairseq_config
-
-fairseq_normformer.register()  # registers normformer_lm
 
 TINY = ["--decoder-layers", "2", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "48",
         "--decoder-attention-heads", "4", "--dropout", "0", "--tokens-per-sample", "16"]

@@ -7,14 +7,12 @@ import pytest
 import torch
 from fairseq import options, tasks
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (registers lambert)
 from fairseq_normformer.checks import BadInput
 from fairseq_normformer.models.lambert import LambertSentenceEncoder
 from fairseq_normformer.modules.lambert_layer import LambertLayer, LambertLayerConfig, segment_layout
 from fairseq_normformer.modules.operations import operations_in
 from tests.conftest import fairseq_config
-
-fairseq_normformer.register()  # registers lambert
 
 PAD, CLS, SEP = 1, 0, 2
 M, S = 4, 6  # segment length, max segments of the layers below

@@ -6,11 +6,9 @@ from fairseq import options
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_MODEL_REGISTRY
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (registers normformer_transformer)
 
 from .lm_builders import randomize_
-
-fairseq_normformer.register()  # registers normformer_transformer
 
 TINY_MT = ["--encoder-layers", "2", "--decoder-layers", "2", "--encoder-embed-dim", "32",
            "--decoder-embed-dim", "32", "--encoder-ffn-embed-dim", "48", "--decoder-ffn-embed-dim", "48",

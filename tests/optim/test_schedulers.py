@@ -7,10 +7,8 @@ from omegaconf import OmegaConf
 from fairseq.optim.lr_scheduler import build_lr_scheduler
 from fairseq.optim.lr_scheduler.inverse_square_root_schedule import InverseSquareRootSchedule
 
-import fairseq_normformer
+import fairseq_normformer  # noqa: F401  (registers the scheduler)
 from fairseq_normformer.schedulers import InverseSquareRootAnyWarmupSchedule
-
-fairseq_normformer.register()  # registers the scheduler
 
 UPDATES = [0, 1, 2, 3, 10, 99, 100, 101, 4000, 12345]
 
