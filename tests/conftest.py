@@ -134,17 +134,18 @@ LOG_FORMAT = logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(messa
 
 def in_process(main, argv, cwd, env, input) -> subprocess.CompletedProcess:
     """``main()``, a console script's function, as a new process would run it: sys.argv, the environment, the
-    working directory and stdin set, stdout and stderr captured, an uncaught exception handed to sys.excepthook
-    (status 1), the log at INFO on stdout in fairseq's CLI format; all set back after, and the signal handlers
-    the run installs (save-on-signal) too."""
+    working directory and stdin set, torch's threads as OMP_NUM_THREADS sets them (the order of float sums), stdout
+    and stderr captured, an uncaught exception handed to sys.excepthook (status 1), the log at INFO on stdout in
+    fairseq's CLI format; all set back after, and the signal handlers the run installs (save-on-signal) too."""
     out, err = io.StringIO(), io.StringIO()
     log = logging.StreamHandler(out)
     log.setFormatter(LOG_FORMAT)
     root, saved_argv, saved_env = logging.getLogger(), sys.argv, dict(os.environ)
     saved_log, saved_stdin = (root.handlers[:], root.level), sys.stdin
     saved_signals = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2)}
-    sys.argv, sys.stdin = argv, io.StringIO(input or "")
+    sys.argv, sys.stdin, saved_threads = argv, io.StringIO(input or ""), torch.get_num_threads()
     os.environ.update(env)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", saved_threads)))
     try:
         with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             root.handlers = [log]
@@ -159,6 +160,7 @@ def in_process(main, argv, cwd, env, input) -> subprocess.CompletedProcess:
     finally:
         forget_the_run()
         sys.argv, sys.stdin = saved_argv, saved_stdin
+        torch.set_num_threads(saved_threads)
         os.environ.clear()
         os.environ.update(saved_env)
         root.handlers = saved_log[0]

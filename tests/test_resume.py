@@ -21,7 +21,6 @@ from .distributed.fairseq_runs import (
     model_weights,
     tiny_bert_args,
     tiny_lm_args,
-    train,
     train_in_process,
 )
 
@@ -73,7 +72,7 @@ def kill_and_resume(args, save_dir: Path, updates: int, kills: int, seed: int) -
         point, update = rng.choice(list(KILL_POINTS)), rng.randint(resumed_from + 1, updates - 1)
         logs.append(train_until_killed(args, point, update, delay=rng.uniform(0, 0.02)))
     saved_updates(save_dir)  # the last kill left a loadable checkpoint_last.pt too
-    logs.append(train(args).stdout)
+    logs.append(train_in_process(args).stdout)  # the run to the end: in this process (no kill to survive)
     assert "Loaded checkpoint" in logs[-1]
     merged = {}
     for log in logs:
@@ -101,7 +100,7 @@ def test_sigkill_and_resume_reproduce_the_uninterrupted_run(task, updates, kills
     make_args = tiny_lm_args if task == "lm" else tiny_bert_args
     args = lambda save_dir: make_args(corpus.data_bin, save_dir, "--dropout", "0.1", "--max-update", updates)
     reference_dir, resumed_dir = tmp_path / "uninterrupted", tmp_path / "killed"
-    reference_log = train(args(reference_dir)).stdout
+    reference_log = train_in_process(args(reference_dir)).stdout
     resumed = kill_and_resume(args(resumed_dir), resumed_dir, updates, kills, seed)
     assert_reproduces(reference_log, reference_dir, resumed, resumed_dir, updates)
 

@@ -6,8 +6,9 @@ import re
 import warnings
 
 import pytest
+import torch
 
-from tests.conftest import TINY, TRAIN, USER_DIR, printed_warnings, python_warnings, run_cli
+from tests.conftest import TINY, TRAIN, USER_DIR, in_process, printed_warnings, python_warnings, run_cli
 
 LOGGED = re.compile(r"\| (?:train_inner|valid|train) \| .*")  # the training's numbers, not its times
 NUMBERS = re.compile(r"\b(?:loss|ppl|best_loss|num_updates|lr|gnorm|mlm_loss|nsp_loss|nsp_acc)[ =][-\d.]+")
@@ -37,6 +38,14 @@ def test_in_process_prints_the_numbers_of_a_real_process_and_a_second_run_starts
     assert again == real  # not the longer run's best loss
     for name in ("process", "longer", "again"):  # each run's own tensorboard logs, closed (readable)
         assert {p.parent.name for p in (tmp_path / name / "tb").rglob("events.out.tfevents.*")} >= {"train", "valid"}
+
+
+def test_in_process_runs_with_the_threads_of_omp_num_threads_and_sets_them_back():
+    """A new process's torch uses OMP_NUM_THREADS threads (the order of its float sums, so its numbers)."""
+    before = torch.get_num_threads()
+    for threads in ("1", "2"):
+        result = in_process(lambda: print(torch.get_num_threads()), ["main"], ".", {"OMP_NUM_THREADS": threads}, None)
+        assert result.stdout == f"{threads}\n" and torch.get_num_threads() == before
 
 
 def test_printed_warnings_are_a_new_process_s_on_the_captured_stderr():

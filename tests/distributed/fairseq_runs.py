@@ -61,8 +61,8 @@ def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
 
 def train_in_process(args, check=True):
     """fairseq-train in this process (tests/conftest.py run_cli), for a run of one rank whose process the test is
-    not about: no start-up of torch and fairseq."""
-    return run_cli(["fairseq-train", *args], check=check)
+    not about: no start-up of torch and fairseq; one thread, as ``train``'s processes."""
+    return run_cli(["fairseq-train", *args], check=check, env={"OMP_NUM_THREADS": "1"})
 
 
 def logged_updates(stdout: str) -> dict:
