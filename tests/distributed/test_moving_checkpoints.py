@@ -19,7 +19,8 @@ from fairseq.trainer import Trainer
 
 from fairseq_normformer.fixes import cpu_training, optimizer_state
 
-from .fairseq_runs import NO_DROPOUT, UPDATES, interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train
+from .fairseq_runs import (NO_DROPOUT, UPDATES, interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train,
+                           train_in_process)
 from ..conftest import fairseq_config
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -84,8 +85,10 @@ def moved_copy(sources, name, tmp_path):
 
 
 def continue_run(corpus, sources, source, tmp_path, *extra) -> str:
+    """The moved run; a run of one rank in this process."""
     save_dir = tmp_path / "moved"
-    log = train(lm_args(corpus, save_dir, UPDATES, *extra, "--restore-file", moved_copy(sources, source, tmp_path))).stdout
+    args = lm_args(corpus, save_dir, UPDATES, *extra, "--restore-file", moved_copy(sources, source, tmp_path))
+    log = (train(args) if "--distributed-world-size" in extra else train_in_process(args)).stdout
     assert "optimizer state moved by parameter name" in log
     return save_dir
 
@@ -155,7 +158,8 @@ def test_other_parameters_are_refused_in_one_line(sources, tiny_lm_corpus, tmp_p
     checkpoint = moved_copy(sources, "fsdp_layers", tmp_path)
     before = checkpoint.read_bytes()
     save_dir = tmp_path / "refused"
-    result = train(lm_args(tiny_lm_corpus, save_dir, UPDATES, "--decoder-ffn-embed-dim", "48", "--restore-file", checkpoint), check=False)
+    args = lm_args(tiny_lm_corpus, save_dir, UPDATES, "--decoder-ffn-embed-dim", "48", "--restore-file", checkpoint)
+    result = train_in_process(args, check=False)  # as fairseq-train prints it (tests/test_bad_input.py: a real one)
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line.startswith("fairseq-train: error: the checkpoint's optimizer state (fully_sharded, 2 processes")
