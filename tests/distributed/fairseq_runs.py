@@ -65,6 +65,11 @@ def train_in_process(args, check=True):
     return run_cli(["fairseq-train", *args], check=check, env={"OMP_NUM_THREADS": "1"})
 
 
+def train_one_rank_here(args):
+    """fairseq-train: in this process (train_in_process) when it trains one rank, else a process that spawns its ranks."""
+    return train(args) if "--distributed-world-size" in args else train_in_process(args)
+
+
 def logged_updates(stdout: str) -> dict:
     """{update: {stat: value}} of the ``--log-format json --log-interval 1`` lines of a run."""
     updates = {}

@@ -20,7 +20,7 @@ from fairseq.trainer import Trainer
 from fairseq_normformer.fixes import cpu_training, optimizer_state
 
 from .fairseq_runs import (NO_DROPOUT, UPDATES, interval_checkpoint, logged_loss, logged_updates, tiny_lm_args, train,
-                           train_in_process)
+                           train_in_process, train_one_rank_here)
 from ..conftest import fairseq_config
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -85,10 +85,8 @@ def moved_copy(sources, name, tmp_path):
 
 
 def continue_run(corpus, sources, source, tmp_path, *extra) -> str:
-    """The moved run; a run of one rank in this process."""
     save_dir = tmp_path / "moved"
-    args = lm_args(corpus, save_dir, UPDATES, *extra, "--restore-file", moved_copy(sources, source, tmp_path))
-    log = (train(args) if "--distributed-world-size" in extra else train_in_process(args)).stdout
+    log = train_one_rank_here(lm_args(corpus, save_dir, UPDATES, *extra, "--restore-file", moved_copy(sources, source, tmp_path))).stdout
     assert "optimizer state moved by parameter name" in log
     return save_dir
 

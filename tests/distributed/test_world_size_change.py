@@ -13,8 +13,8 @@ from fairseq.data.iterators import EpochBatchIterator
 
 from fairseq_normformer.checks import BadInput
 
-from .fairseq_runs import NO_DROPOUT, one_process_run, tiny_lm_args, train_in_process
-from .fairseq_runs import train as train_process
+from .fairseq_runs import NO_DROPOUT, one_process_run, tiny_lm_args
+from .fairseq_runs import train_one_rank_here as train
 from .test_data_parallel import assert_same_checkpoints
 from .test_resume_data_parallel import GLOO
 
@@ -24,11 +24,6 @@ TWO_RANKS = ["--distributed-world-size", "2", *GLOO]
 UPDATES, STOPPED_AT = 4, 2  # compared with the reference; the runs go on to the end of the epoch
 # The tiny corpus's 1821 blocks in batches of 32: 56 of 32 and one of 24 (fairseq drops the last 5: multiples of 8)
 BATCHES_PER_EPOCH, EXAMPLES_PER_EPOCH = 57, 1816
-
-
-def train(args):
-    """fairseq-train: in this process (run_cli) on one rank, as a process that spawns its ranks on more."""
-    return train_process(args) if "--distributed-world-size" in args else train_in_process(args)
 
 
 def analysis_args(corpus, save_dir, *extra) -> list:
