@@ -83,7 +83,7 @@ def test_the_norm_bench_spec_prints_the_commands_the_recipe_recorded(tmp_path):
     assert recorded_commands(out / "commands.sh")[1:] == [recorded_command(line)[0] for line in result.stdout.splitlines()[1:]]
 
 
-GRID_RECIPES = ("norm_bench", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target")
+GRID_RECIPES = ("norm_bench", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability")
 BASH_LOOP = re.compile(r"\bfor\s+(?:\(\(([^)]*)|(\w+)\s+in\s+([^;\n]*))")  # for ((...)) or for NAME in WORDS
 
 
@@ -162,6 +162,26 @@ def test_the_norm_bench_spec_on_your_corpus_at_125m_on_8_gpus(tmp_path):
         assert "--cpu" not in args
     assert "#SBATCH --partition=learn" in result.stdout and "#SBATCH --gpus-per-node=8" in result.stdout
     assert not (out / "slurm").exists()
+
+
+def test_table3s_stability_tests_run_every_seed_at_the_papers_table_3_settings(tmp_path):
+    """recipes/sweeps/table3_lr_stability.yaml at the paper scale: each model's test, every seed in OUT/NAME/seedK
+    with --seed K, warmed up to Table 3's peak LR over its warmup (paper.py) with the paper's 125M batch on 8 GPUs."""
+    from fairseq_normformer import paper
+
+    out, spec = tmp_path / "t3", REPO_ROOT / "recipes" / "sweeps" / "table3_lr_stability.yaml"
+    result = run_cli(["normformer-sweep", spec, "--scale", "paper", "--data", "/cluster/data-bin", "--remote-data",
+                      "--world-size", "8", "--seeds", "2", "--dry-run", "--out", out])  # fmt: skip
+    runs = {}
+    for argv in (recorded_command(line)[0] for line in result.stdout.splitlines() if " lr-stability " in line):
+        flag = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("--")}
+        runs[flag["--out-dir"]] = (flag["--peak-lr"], flag["--warmup-updates"], flag["--arch"], flag["--seed"],
+                                   flag["--batch-size"], flag["--update-freq"], flag["--distributed-world-size"])
+    table = {model: paper.settings("3", "125M", model, 8) for model in ("baseline", "normformer")}
+    assert runs == {f"{out}/{model}" + ("/seed2" if k == 2 else ""): (
+        paper.lr_text(s["lrs"][0]), str(s["warmup_updates"]), s["arch"], str(k), "16", "2", "8")
+        for model, s in table.items() for k in (1, 2)}  # fmt: skip
+    assert f"lr-table --seeds 2 --run Baseline={out}/baseline --run NormFormer={out}/normformer" in result.stdout
 
 
 @pytest.mark.parametrize("argv, message", [
