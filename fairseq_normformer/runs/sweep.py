@@ -311,7 +311,8 @@ class Grid:
         stability tests, the variants)."""
         stages = {"schemes": self.scheme_points, "grids": self.grid_points, "seeds": self.seed_points,
                   "stability": self.stability_points, "variants": self.variant_points}  # fmt: skip
-        return [p for stage in self.spec.get("stages", STAGES) for p in stages[stage]()]
+        points = [p for stage in self.spec.get("stages", STAGES) for p in stages[stage]()]
+        return points + self.evaluation_points(points)
 
     def scheme_points(self) -> List[Point]:
         """Each scheme's grid, then its seeds."""
@@ -372,6 +373,22 @@ class Grid:
                            *(["--seed", str(k)] if stability.get("every_seed") else [])]  # fmt: skip
                 points.append(Point(run_dir, tuple(command), run.get("label", name), "stability.log"))
         return points
+
+    def evaluation_points(self, points: List[Point]) -> List[Point]:
+        """The spec's `evaluate`: each training point, once done (a dry run: each), evaluated on each of its `splits`
+        by its `command` (DATA --user-dir ..., its `args`, the scale's `eval`; {run_dir} and {split} filled in):
+        RUN_DIR/eval_SPLIT.log, done at RUN_DIR/eval_SPLIT.done."""
+        evaluate = self.spec.get("evaluate")
+        if not evaluate:
+            return []
+        data, evaluations = self.prefix()[len(launcher(self.setup))], []
+        for p in [p for p in points if p.log_name == "train.log" and (self.setup.dry_run or rd.is_done(p.run_dir))]:
+            for split in evaluate["splits"]:
+                variables = {**self.variables, "run_dir": p.run_dir, "split": split}
+                command = [str(BIN / evaluate["command"]), data, "--user-dir", str(USER_DIR), *filled(evaluate["args"], variables),
+                           *filled(self.setup.scale_spec().get("eval", []), variables)]  # fmt: skip
+                evaluations.append(Point(p.run_dir, tuple(command), f"{p.label} {split}", f"eval_{split}.log", f"eval_{split}.done"))
+        return evaluations
 
     def reports(self) -> List[list]:
         """The spec's `reports`, each a normformer-analyze command (its arguments), or with `each: scheme` one per
@@ -492,11 +509,16 @@ def slurm_executor(folder: Path, parameters: dict, points: List[Point]) -> submi
 
 def queued(point: Point, folder: Path) -> bool:
     """Whether the job a point was submitted as is still pending or running (sacct, through submitit)."""
-    record = point.run_dir / SLURM_JOB
+    record = job_record(point)
     if not record.exists():
         return False
     state = submitit.SlurmJob(folder, record.read_text().strip()).state
     return state.split()[0] in ACTIVE_STATES
+
+
+def job_record(point: Point) -> Path:
+    """Where a point's job id is kept: RUN_DIR/slurm_job (an evaluation's: RUN_DIR/eval_SPLIT.slurm_job)."""
+    return point.run_dir / (SLURM_JOB if point.marker == sweep_job.DONE else f"{Path(point.marker).stem}.{SLURM_JOB}")
 
 
 def submit_slurm(points: List[Point], folder: Path, parameters: dict) -> List[str]:
@@ -505,7 +527,7 @@ def submit_slurm(points: List[Point], folder: Path, parameters: dict) -> List[st
     jobs = executor.map_array(TrainJob(), points)
     for point, job in zip(points, jobs):
         point.run_dir.mkdir(parents=True, exist_ok=True)
-        (point.run_dir / SLURM_JOB).write_text(job.job_id + "\n")
+        job_record(point).write_text(job.job_id + "\n")
     return [job.job_id for job in jobs]
 
 
@@ -550,7 +572,7 @@ def sweep_local(setup: Setup, jobs: int):
     while True:
         grid = Grid(setup)
         write_manifest(setup, grid)
-        todo = [p for p in grid.points() if not settled(p.run_dir)]
+        todo = [p for p in grid.points() if not p.finished]
         if not todo or setup.dry_run:
             record(setup, todo)
             print(f"normformer-sweep: {len(grid.points()) - len(todo)} points done, {len(todo)} to run", file=sys.stderr)
@@ -567,14 +589,14 @@ def sweep_slurm(setup: Setup, parameters: dict):
     is done, write the spec's reports."""
     grid, folder = Grid(setup), setup.out / "slurm"
     write_manifest(setup, grid)
-    todo = [p for p in grid.points() if not settled(p.run_dir) and (setup.dry_run or not queued(p, folder))]
+    todo = [p for p in grid.points() if not p.finished and (setup.dry_run or not queued(p, folder))]
     if setup.dry_run:
         print(sbatch_script(folder, parameters, todo))
         record(setup, todo)
         return
     if not todo:
         print("normformer-sweep: nothing to submit (every point is done or queued)", file=sys.stderr)
-        if all(settled(p.run_dir) for p in grid.points()):
+        if all(p.finished for p in grid.points()):
             report(setup, grid)
         return
     record(setup, todo)
