@@ -9,30 +9,14 @@
 # Paper scale: DATA = wikitext-103 binarized as fairseq's examples/language_model/README.md does;
 # WORLD_SIZE 8 (the recipe's 3072 tokens x update-freq 3 per GPU). Tiny: a 4x64 adaptive-input model
 # (cutoffs 500,1000 for the 2k vocabulary) on the docstring corpus, 400 updates, same optimiser.
-# The training runs are recipes/sweeps/table8_wikitext103.yaml, run by normformer-sweep (the same spec runs on SLURM:
-# docs/cluster.md). SEEDS=N trains and evaluates each model N times (docs/recipes.md). Writes OUT_DIR/table8.md.
+# The runs and their evaluations are recipes/sweeps/table8_wikitext103.yaml, run by normformer-sweep (the same spec runs
+# on SLURM: docs/cluster.md). SEEDS=N trains and evaluates each model N times (docs/recipes.md). Writes OUT_DIR/table8.md.
 SCALES="paper tiny"  # no small scale: its own shapes
 source "$(dirname "$0")/_lm_common.sh"
-DATA_BIN="$(data_dir)"
 if [ "$SCALE" = paper ]; then
-  EVAL=(--batch-size 2 --tokens-per-sample 512 --context-window 400)
-  sweep table8_wikitext103  # the two models, every seed: recipes/sweeps/table8_wikitext103.yaml
+  sweep table8_wikitext103  # the two models, every seed, evaluated: recipes/sweeps/table8_wikitext103.yaml
 else
   UPDATES="${UPDATES:-400}"
-  EVAL=(--batch-size 8 --tokens-per-sample 128 --context-window 64 --cpu --num-workers 0)
   sweep table8_wikitext103 --set "lr_period=$((UPDATES * 9 / 10))" --set "validate_interval=$((UPDATES / 4))"
 fi
-for seed in $(seq "$SEEDS"); do
-  for run_dir in "$(seed_dir "$OUT/baseline" "$seed")" "$(seed_dir "$OUT/normformer" "$seed")"; do
-    for split in valid test; do
-      if [ "$DRY_RUN" = 1 ] || [ ! -s "$run_dir/eval_$split.log" ]; then
-        mkdir -p "$run_dir"  # (a dry run made no run directory)
-        run "$BIN/fairseq-eval-lm" "$DATA_BIN" --user-dir "$USER_DIR" --path "$run_dir/checkpoints/checkpoint_best.pt" \
-          --gen-subset "$split" "${EVAL[@]}" >"$run_dir/eval_$split.log" 2>&1
-      fi
-    done
-  done
-done
-analyze eval-table --seeds "$SEEDS" --run "Baseline=$OUT/baseline" --run "NormFormer=$OUT/normformer" \
-  --title "Table 8, $SCALE scale: fairseq-eval-lm perplexity" --out "$OUT/table8.md"
 show_table "$OUT/table8.md"

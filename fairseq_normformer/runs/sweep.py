@@ -87,7 +87,7 @@ class Setup:
         named = {**self.spec.get("vars", {}), **scale_vars, **self.size_vars(), **self.overrides}
         updates = self.updates or int(self.scale_spec().get("updates", self.spec.get("updates", 0)))
         return {"updates": updates, "warmup": updates // 10, "scale": self.scale, "seeds": self.seed_count,
-                "report_dir": self.reports, "world_size": self.world_size, **named}  # fmt: skip
+                "out": self.out, "report_dir": self.reports, "world_size": self.world_size, **named}  # fmt: skip
 
     def size_vars(self) -> dict:
         """{size}: --size, or one of the scale's `sizes` (its variables too), named by --set size=NAME (default: the
@@ -104,7 +104,8 @@ class Setup:
 
 def paper_lr_vars(setup: Setup) -> dict:
     """With the spec's `paper_table`: {MODEL_lrs} of that table at --size (paper.py), each "LR LR ..." as the paper
-    writes them, and {MODEL_lr}, the first of them (the authors' LR, where a table gives one)."""
+    writes them, {MODEL_lr}, the first of them (the authors' LR, where a table gives one), {MODEL_arch}, and the
+    table's {paper_warmup}, {dropout} and batch on the sweep's GPUs: {batch_size}, {update_freq}, {tokens_per_sample}."""
     table = setup.spec.get("paper_table")
     if table is None:
         return {}
@@ -114,7 +115,11 @@ def paper_lr_vars(setup: Setup) -> dict:
     except (KeyError, ValueError) as e:
         raise SpecError(f"--size {setup.size}: {e}") from None
     lrs = {model: list(map(paper.lr_text, s["lrs"])) for model, s in runs.items()}
-    return {**{f"{model}_lrs": " ".join(v) for model, v in lrs.items()}, **{f"{model}_lr": v[0] for model, v in lrs.items()}}
+    s = runs["baseline"]
+    shared = {"paper_warmup": s["warmup_updates"], "dropout": s["dropout"], "batch_size": s["batch_size"],
+              "update_freq": s["update_freq"], "tokens_per_sample": s["tokens_per_sample"]}  # fmt: skip
+    return {**{f"{model}_lrs": " ".join(v) for model, v in lrs.items()}, **{f"{model}_lr": v[0] for model, v in lrs.items()},
+            **{f"{model}_arch": s["arch"] for model, s in runs.items()}, **shared}  # fmt: skip
 
 
 def load_spec(path) -> dict:
@@ -122,8 +127,9 @@ def load_spec(path) -> dict:
     needs checked."""
     path = Path(path)
     spec = included(path)
-    if not isinstance(spec, dict) or not (isinstance(spec.get("schemes"), dict) or isinstance(spec.get("variants"), dict)):
-        raise SpecError(f"{path}: a spec needs `schemes`, a mapping of name to label, flags and lrs (or `variants`)")
+    runs = ("schemes", "variants", "stability")
+    if not isinstance(spec, dict) or not any(isinstance(spec.get(key), dict) for key in runs):
+        raise SpecError(f"{path}: a spec needs `schemes`, a mapping of name to label, flags and lrs (or `variants`, `stability`)")
     spec.setdefault("schemes", {})
     for name, scheme in spec["schemes"].items():
         if not scheme.get("lrs"):
@@ -158,11 +164,14 @@ def merged(base: dict, over: dict) -> dict:
 
 
 def filled(args, variables: dict) -> list:
-    """The spec's arguments as strings, {names} filled in, ``$paper_optimizer`` expanded (paper.optimizer_args)."""
+    """The spec's arguments as strings, {names} filled in, ``$paper_optimizer`` (paper.optimizer_args) and
+    ``$paper_precision`` (paper.PRECISION, fp16 on GPUs) expanded."""
     out = []
     for arg in args:
         if arg == "$paper_optimizer":
             out += paper.optimizer_args()
+        elif arg == "$paper_precision":
+            out += paper.PRECISION
         else:
             out.append(str(arg).format(**variables) if isinstance(arg, str) else str(arg))
     return out
@@ -302,7 +311,8 @@ class Grid:
         stability tests, the variants)."""
         stages = {"schemes": self.scheme_points, "grids": self.grid_points, "seeds": self.seed_points,
                   "stability": self.stability_points, "variants": self.variant_points}  # fmt: skip
-        return [p for stage in self.spec.get("stages", STAGES) for p in stages[stage]()]
+        points = [p for stage in self.spec.get("stages", STAGES) for p in stages[stage]()]
+        return points + self.evaluation_points(points)
 
     def scheme_points(self) -> List[Point]:
         """Each scheme's grid, then its seeds."""
@@ -342,22 +352,43 @@ class Grid:
         return points
 
     def stability_points(self) -> List[Point]:
-        """The spec's `stability`: each scheme's LR stability test (Table 3, normformer-analyze lr-stability), one
-        seed, at the CPU scales: OUT/stability/NAME."""
+        """The spec's `stability`: the LR stability test (Table 3, normformer-analyze lr-stability) of each of its
+        `runs` (default: each scheme), at the CPU scales, and with its `paper` keys (over the others) at --size too;
+        in OUT/`run_dir` (default stability/{name}), one seed, or with `every_seed` each (seed K in RUN_DIR/seedK)."""
         stability = self.spec.get("stability")
-        if not stability or self.setup.size:
+        if not stability or (self.setup.size and "paper" not in stability):
             return []
-        stability = {**stability, **self.setup.stability}
+        stability = {**stability, **(stability["paper"] if self.setup.size else {}), **self.setup.stability}
         variables, data = self.variables, self.prefix()[len(launcher(self.setup))]
         train = [*filled(stability["train"], variables), *filled(self.setup.scale_spec().get("model", []), variables)]
+        peak_lr, warmup = filled([str(stability["peak_lr"]), str(stability["warmup_updates"])], variables)
+        runs = stability.get("runs") or {name: self.spec["schemes"][name] for name in self.scheme_names()}
         points = []
-        for name in self.scheme_names():
-            scheme, run_dir = self.spec["schemes"][name], self.setup.out / "stability" / name
-            command = [str(BIN / "normformer-analyze"), "lr-stability", data, "--peak-lr", str(stability["peak_lr"]),
-                       "--warmup-updates", str(stability["warmup_updates"]), "--out-dir", str(run_dir), "--",
-                       *train, *filled(scheme.get("flags", []), variables)]  # fmt: skip
-            points.append(Point(run_dir, tuple(command), scheme.get("label", name), "stability.log"))
+        for name, run in runs.items():
+            flags = filled(run.get("paper_flags", run.get("flags", [])) if self.setup.size else run.get("flags", []), variables)
+            for k in self.seeds() if stability.get("every_seed") else [1]:
+                run_dir = rd.seed_dir(self.setup.out / stability.get("run_dir", "stability/{name}").format(name=name), k)
+                command = [str(BIN / "normformer-analyze"), "lr-stability", data, "--peak-lr", peak_lr, "--warmup-updates",
+                           warmup, "--out-dir", str(run_dir), "--", *train, *flags,
+                           *(["--seed", str(k)] if stability.get("every_seed") else [])]  # fmt: skip
+                points.append(Point(run_dir, tuple(command), run.get("label", name), "stability.log"))
         return points
+
+    def evaluation_points(self, points: List[Point]) -> List[Point]:
+        """The spec's `evaluate`: each training point, once done (a dry run: each), evaluated on each of its `splits`
+        by its `command` (DATA --user-dir ..., its `args`, the scale's `eval`; {run_dir} and {split} filled in):
+        RUN_DIR/eval_SPLIT.log, done at RUN_DIR/eval_SPLIT.done."""
+        evaluate = self.spec.get("evaluate")
+        if not evaluate:
+            return []
+        data, evaluations = self.prefix()[len(launcher(self.setup))], []
+        for p in [p for p in points if p.log_name == "train.log" and (self.setup.dry_run or rd.is_done(p.run_dir))]:
+            for split in evaluate["splits"]:
+                variables = {**self.variables, "run_dir": p.run_dir, "split": split}
+                command = [str(BIN / evaluate["command"]), data, "--user-dir", str(USER_DIR), *filled(evaluate["args"], variables),
+                           *filled(self.setup.scale_spec().get("eval", []), variables)]  # fmt: skip
+                evaluations.append(Point(p.run_dir, tuple(command), f"{p.label} {split}", f"eval_{split}.log", f"eval_{split}.done"))
+        return evaluations
 
     def reports(self) -> List[list]:
         """The spec's `reports`, each a normformer-analyze command (its arguments), or with `each: scheme` one per
@@ -478,11 +509,16 @@ def slurm_executor(folder: Path, parameters: dict, points: List[Point]) -> submi
 
 def queued(point: Point, folder: Path) -> bool:
     """Whether the job a point was submitted as is still pending or running (sacct, through submitit)."""
-    record = point.run_dir / SLURM_JOB
+    record = job_record(point)
     if not record.exists():
         return False
     state = submitit.SlurmJob(folder, record.read_text().strip()).state
     return state.split()[0] in ACTIVE_STATES
+
+
+def job_record(point: Point) -> Path:
+    """Where a point's job id is kept: RUN_DIR/slurm_job (an evaluation's: RUN_DIR/eval_SPLIT.slurm_job)."""
+    return point.run_dir / (SLURM_JOB if point.marker == sweep_job.DONE else f"{Path(point.marker).stem}.{SLURM_JOB}")
 
 
 def submit_slurm(points: List[Point], folder: Path, parameters: dict) -> List[str]:
@@ -491,7 +527,7 @@ def submit_slurm(points: List[Point], folder: Path, parameters: dict) -> List[st
     jobs = executor.map_array(TrainJob(), points)
     for point, job in zip(points, jobs):
         point.run_dir.mkdir(parents=True, exist_ok=True)
-        (point.run_dir / SLURM_JOB).write_text(job.job_id + "\n")
+        job_record(point).write_text(job.job_id + "\n")
     return [job.job_id for job in jobs]
 
 
@@ -536,7 +572,7 @@ def sweep_local(setup: Setup, jobs: int):
     while True:
         grid = Grid(setup)
         write_manifest(setup, grid)
-        todo = [p for p in grid.points() if not settled(p.run_dir)]
+        todo = [p for p in grid.points() if not p.finished]
         if not todo or setup.dry_run:
             record(setup, todo)
             print(f"normformer-sweep: {len(grid.points()) - len(todo)} points done, {len(todo)} to run", file=sys.stderr)
@@ -553,14 +589,14 @@ def sweep_slurm(setup: Setup, parameters: dict):
     is done, write the spec's reports."""
     grid, folder = Grid(setup), setup.out / "slurm"
     write_manifest(setup, grid)
-    todo = [p for p in grid.points() if not settled(p.run_dir) and (setup.dry_run or not queued(p, folder))]
+    todo = [p for p in grid.points() if not p.finished and (setup.dry_run or not queued(p, folder))]
     if setup.dry_run:
         print(sbatch_script(folder, parameters, todo))
         record(setup, todo)
         return
     if not todo:
         print("normformer-sweep: nothing to submit (every point is done or queued)", file=sys.stderr)
-        if all(settled(p.run_dir) for p in grid.points()):
+        if all(p.finished for p in grid.points()):
             report(setup, grid)
         return
     record(setup, todo)

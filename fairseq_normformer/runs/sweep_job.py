@@ -16,22 +16,28 @@ STOPPED = 75  # fairseq-train saved checkpoint_last on a signal and exited (fixe
 
 @dataclass(frozen=True)
 class Point:
-    """One run: ``command`` (fairseq-train, torchrun, or normformer-analyze lr-stability, which keeps its own
-    train.log) with ``{node_rank}`` and ``{master_addr}`` left for the job to fill, its output in ``log_name``."""
+    """One run: ``command`` (fairseq-train, torchrun, normformer-analyze lr-stability, which keeps its own
+    train.log, or an evaluation of a finished run) with ``{node_rank}`` and ``{master_addr}`` left for the job to
+    fill, its output in ``log_name``, ``marker`` written in ``run_dir`` once it succeeded."""
 
     run_dir: Path
     command: tuple
     label: str = ""
     log_name: str = "train.log"
+    marker: str = DONE
 
     @property
     def log(self) -> Path:
         return self.run_dir / self.log_name
 
+    @property
+    def finished(self) -> bool:
+        return settled(self.run_dir, self.marker)
 
-def settled(run_dir: Path) -> bool:
-    """Done, or diverged: never run again."""
-    return (run_dir / DONE).exists() or (run_dir / DIVERGED).exists()
+
+def settled(run_dir: Path, marker: str = DONE) -> bool:
+    """Done (``marker``), or diverged: never run again."""
+    return (run_dir / marker).exists() or (run_dir / DIVERGED).exists()
 
 
 class TrainJob:
@@ -74,14 +80,14 @@ def finish(point: Point, status: int, rank: int) -> str:
     """The point's marker after fairseq-train exited with ``status`` (rank 0 writes it); an error names the log."""
     if status == 0:
         if rank == 0:
-            (point.run_dir / DONE).touch()
+            (point.run_dir / point.marker).touch()
         return DONE
     if diverged(point.log):
         (point.run_dir / DIVERGED).touch()
         return DIVERGED
     if status == STOPPED:
         raise RuntimeError(f"{point.run_dir}: stopped on a signal with checkpoint_last saved: run the sweep again to resume")
-    raise RuntimeError(f"{point.run_dir}: fairseq-train exited with {status}; see {point.log}")
+    raise RuntimeError(f"{point.run_dir}: {Path(point.command[0]).name} exited with {status}; see {point.log}")
 
 
 def diverged(log: Path) -> bool:

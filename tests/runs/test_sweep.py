@@ -83,7 +83,8 @@ def test_the_norm_bench_spec_prints_the_commands_the_recipe_recorded(tmp_path):
     assert recorded_commands(out / "commands.sh")[1:] == [recorded_command(line)[0] for line in result.stdout.splitlines()[1:]]
 
 
-GRID_RECIPES = ("norm_bench", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target")
+GRID_RECIPES = ("norm_bench", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability",
+                "table8_wikitext103")
 BASH_LOOP = re.compile(r"\bfor\s+(?:\(\(([^)]*)|(\w+)\s+in\s+([^;\n]*))")  # for ((...)) or for NAME in WORDS
 
 
@@ -162,6 +163,26 @@ def test_the_norm_bench_spec_on_your_corpus_at_125m_on_8_gpus(tmp_path):
         assert "--cpu" not in args
     assert "#SBATCH --partition=learn" in result.stdout and "#SBATCH --gpus-per-node=8" in result.stdout
     assert not (out / "slurm").exists()
+
+
+def test_table3s_stability_tests_run_every_seed_at_the_papers_table_3_settings(tmp_path):
+    """recipes/sweeps/table3_lr_stability.yaml at the paper scale: each model's test, every seed in OUT/NAME/seedK
+    with --seed K, warmed up to Table 3's peak LR over its warmup (paper.py) with the paper's 125M batch on 8 GPUs."""
+    from fairseq_normformer import paper
+
+    out, spec = tmp_path / "t3", REPO_ROOT / "recipes" / "sweeps" / "table3_lr_stability.yaml"
+    result = run_cli(["normformer-sweep", spec, "--scale", "paper", "--data", "/cluster/data-bin", "--remote-data",
+                      "--world-size", "8", "--seeds", "2", "--dry-run", "--out", out])  # fmt: skip
+    runs = {}
+    for argv in (recorded_command(line)[0] for line in result.stdout.splitlines() if " lr-stability " in line):
+        flag = {a: b for a, b in zip(argv, argv[1:]) if a.startswith("--")}
+        runs[flag["--out-dir"]] = (flag["--peak-lr"], flag["--warmup-updates"], flag["--arch"], flag["--seed"],
+                                   flag["--batch-size"], flag["--update-freq"], flag["--distributed-world-size"])
+    table = {model: paper.settings("3", "125M", model, 8) for model in ("baseline", "normformer")}
+    assert runs == {f"{out}/{model}" + ("/seed2" if k == 2 else ""): (
+        paper.lr_text(s["lrs"][0]), str(s["warmup_updates"]), s["arch"], str(k), "16", "2", "8")
+        for model, s in table.items() for k in (1, 2)}  # fmt: skip
+    assert f"lr-table --seeds 2 --run Baseline={out}/baseline --run NormFormer={out}/normformer" in result.stdout
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -291,6 +312,37 @@ def test_a_finished_sweep_writes_the_specs_reports(local_sweep, tiny_lm_corpus):
     logs = [value.split("=", 1)[1] for flag, value in zip(argv, argv[1:]) if flag == "--run"]
     assert argv[1:2] == ["ppl-table"] and logs == [f"{out}/grid/{name}-lr{lr}/train.log" for name in ("normformer", "preln")
                                                    for lr in ("1e-3", "3e-3")]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_finished_run_is_evaluated_once_as_its_own_point(local_sweep, tiny_lm_corpus, tmp_path):
+    """The spec's `evaluate` (Table 8's fairseq-eval-lm): a finished run of the grid (a copy) evaluated as a job of
+    its own, its output in RUN_DIR/eval_SPLIT.log, its marker eval_SPLIT.done beside the run's; a rerun runs nothing.
+    A diverged run is not evaluated; a dry run lists the evaluation of each run it would train."""
+    import shutil
+
+    from fairseq_normformer.analysis.training_log import read_eval_lm, read_training_log
+
+    run_dir = tmp_path / "out" / "grid" / "preln-lr1e-3"
+    shutil.copytree(local_sweep["out"] / "grid" / "preln-lr1e-3", run_dir)
+    evaluate = {"command": "fairseq-eval-lm", "splits": ["valid"],
+                "args": ["--path", "{run_dir}/checkpoints/checkpoint_best.pt", "--gen-subset", "{split}"]}  # fmt: skip
+    spec = tiny_spec(tmp_path / "eval.yaml", evaluate=evaluate, schemes={"preln": {"label": "Pre-LN", "lrs": ["1e-3"]}},
+                     scales={"tiny": {"model": TINY_MODEL, "eval": ["--cpu", "--num-workers", "0", "--tokens-per-sample", "32"]}})
+    argv = ["normformer-sweep", spec, "--data", tiny_lm_corpus.data_bin, "--out", tmp_path / "out"]
+    (run_dir / "done").rename(run_dir / "diverged")
+    assert "1 points done, 0 to run" in run_cli(argv).stderr
+    (run_dir / "diverged").unlink()
+    planned = [recorded_command(line)[1] for line in run_cli([*argv, "--dry-run"]).stdout.splitlines()]
+    assert planned == [str(run_dir / "train.log"), str(run_dir / "eval_valid.log")]
+    (run_dir / "done").touch()
+    run_cli(argv, env={"OMP_NUM_THREADS": "1"})
+    assert "2 points done, 0 to run" in run_cli(argv).stderr and (run_dir / "eval_valid.done").exists()
+    final_valid = read_training_log(run_dir / "train.log").final_metric("ppl")  # the same checkpoint's, on valid
+    assert read_eval_lm(run_dir / "eval_valid.log")["ppl"] == pytest.approx(final_valid, rel=0.01)
+    assert len(list((tmp_path / "out" / "submitit").glob("*_submitted.pkl"))) == 1
+    dry, line = [line for line in (tmp_path / "out" / "commands.sh").read_text().splitlines() if "fairseq-eval-lm" in line]
+    assert line == dry and "--gen-subset valid" in line and recorded_command(line)[1] == str(run_dir / "eval_valid.log")
 
 
 @pytest.mark.slow
