@@ -50,7 +50,9 @@ def imported_modules(*argv) -> set:
 
 def test_the_launchers_import_neither_fairseq_nor_torch_and_any_other_import_registers():
     for module, script in fairseq_normformer.LAUNCHERS.items():
-        for argv in (["-m", module, "--help"], [shutil.which(script) or script, "--help"]):
+        console_script = shutil.which(script, path=Path(sys.executable).parent)  # the venv's, whatever PATH says
+        assert console_script, f"{script} is not installed beside {sys.executable}: run scripts/install.sh"
+        for argv in (["-m", module, "--help"], [console_script, "--help"]):
             assert {"torch", "fairseq"}.isdisjoint(imported_modules(*argv)), argv
     out = subprocess.run([sys.executable, "-c", IMPORTED], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "fairseq_normformer.fixes.cpu_training"]
