@@ -1,4 +1,5 @@
 """Running fairseq-train on the tiny corpora, and reading back what it logged and saved."""
+import atexit
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import torch
 from fairseq_normformer.cli import script
 
 from ..conftest import USER_DIR, python_warnings, run_cli
+from .fork_server import ForkServer
 
 BIN = Path(script("fairseq-train")).parent
 UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
@@ -51,12 +53,27 @@ def command(args, launcher=()) -> list:
 
 
 def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
-    """Run fairseq-train to the end, with ``env`` added; one thread per process (the test machine has 2 cores)."""
+    """Run fairseq-train to the end, with ``env`` added; one thread per process (the test machine has 2 cores).
+    Without a launcher the process is forked from a server that has imported torch and fairseq (fork_server.py)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", **env)
-    result = subprocess.run(command(args, launcher), env=env, capture_output=True, text=True, timeout=300)
+    if not launcher and fork_server(env).serves(env):
+        result = fork_server(env).run(command(args), env, cwd=None, timeout=300)
+    else:
+        result = subprocess.run(command(args, launcher), env=env, capture_output=True, text=True, timeout=300)
     if check:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return result
+
+
+def fork_server(env) -> ForkServer:
+    """This test process's server for ``train``, started with the environment of its first run."""
+    if not SERVER:
+        SERVER.append(ForkServer(env))
+        atexit.register(SERVER[0].close)
+    return SERVER[0]
+
+
+SERVER = []
 
 
 def train_in_process(args, check=True):

@@ -1,0 +1,48 @@
+"""The fork server of ``train`` (fork_server.py): a run forked from it prints, saves and exits as a new
+fairseq-train process does, and its CPU seconds are counted (tests/cpu_time.py)."""
+import os
+import re
+import subprocess
+
+import pytest
+
+from .fairseq_runs import UPDATES, command, fork_server, logged_updates, model_weights, interval_checkpoint, tiny_lm_args
+from .fork_server import FORKED_CPU_SECONDS
+
+pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
+
+TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| ", re.M)
+
+
+def both(args_of, tmp_path) -> dict:
+    """{how: CompletedProcess} of the same command as a new process and forked from the server."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    new = subprocess.run(command(args_of(tmp_path / "process")), env=env, capture_output=True, text=True, timeout=300)
+    return {"process": new, "forked": fork_server(env).run(command(args_of(tmp_path / "forked")), env, None, 300)}
+
+
+def printed(result, save_dir) -> list:
+    """What the run printed, its timestamps, save directory and timings left out."""
+    text = TIMESTAMP.sub("", result.stdout + "\n--- stderr ---\n" + result.stderr).replace(str(save_dir), "SAVE_DIR")
+    return [line for line in text.splitlines() if not re.search(r"wall|wps|ups|seconds|\bsecs\b|_time", line)]
+
+
+def losses(result) -> dict:
+    return {update: stats["loss"] for update, stats in logged_updates(result.stdout).items()}
+
+
+def test_a_forked_run_prints_saves_and_exits_as_a_new_process(tiny_lm_corpus, tmp_path):
+    counted = FORKED_CPU_SECONDS[0]
+    runs = both(lambda save_dir: tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", UPDATES), tmp_path)
+    assert FORKED_CPU_SECONDS[0] > counted
+    assert runs["forked"].returncode == runs["process"].returncode == 0
+    assert printed(runs["forked"], tmp_path / "forked") == printed(runs["process"], tmp_path / "process")
+    assert losses(runs["forked"]) == losses(runs["process"]) != {}
+    weights = [model_weights(interval_checkpoint(tmp_path / how, UPDATES)) for how in ("process", "forked")]
+    assert all(weights[0][name].equal(weight) for name, weight in weights[1].items())
+
+
+def test_a_refused_run_exits_with_the_same_line(tiny_lm_corpus, tmp_path):
+    runs = both(lambda save_dir: tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, "--cpu-offload"), tmp_path)
+    assert runs["forked"].returncode == runs["process"].returncode == 1
+    assert runs["forked"].stderr == runs["process"].stderr != ""
