@@ -28,7 +28,8 @@ NORMFORMER = ["--scale-attn", "--scale-fc", "--scale-heads"]
 
 
 def tiny_spec(path: Path, **extra) -> Path:
-    """A 2 x 2 grid (Pre-LN and NormFormer at two LRs, one seed) of a 2-layer LM, 30 updates, validated at the end."""
+    """A 2 x 2 grid (Pre-LN and NormFormer at two LRs, one seed) of a 2-layer LM, 30 updates, validated at the end,
+    every update's loss logged, the scale diagnostics every 10 updates."""
     spec = {
         "name": "tiny", "seeds": 1, "updates": UPDATES, "baseline": "preln",
         "scales": {"tiny": {"model": TINY_MODEL}},
@@ -37,6 +38,7 @@ def tiny_spec(path: Path, **extra) -> Path:
                   "--log-format", "json", "--log-interval", "1", "--no-epoch-checkpoints", "--save-interval-updates", "1000"],
         "schemes": {"preln": {"label": "Pre-LN", "flags": [], "lrs": ["1e-3", "3e-3"]},
                     "normformer": {"label": "NormFormer", "flags": NORMFORMER, "lrs": ["1e-3", "3e-3"]}},
+        "point": ["--diagnostics-interval", "10", "--diagnostics-file", "{run_dir}/diagnostics.jsonl"],
         **extra,
     }  # fmt: skip
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
@@ -127,7 +129,7 @@ def test_the_lr_sensitivity_spec_trains_every_scheme_at_every_lr_of_each_width(t
             for size in ("w32", "w64")} == {"1", "2"}  # fmt: skip
 
 
-GRID_RECIPES = ("norm_bench", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability",
+GRID_RECIPES = ("norm_bench", "lr_sensitivity", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability",
                 "table8_wikitext103")
 BASH_LOOP = re.compile(r"\bfor\s+(?:\(\(([^)]*)|(\w+)\s+in\s+([^;\n]*))")  # for ((...)) or for NAME in WORDS
 
@@ -341,6 +343,31 @@ def test_analyze_sweep_writes_the_tables_ppl_table_and_lr_grid_write(local_sweep
     table = (out / "schemes.md").read_text()
     assert table.split("\n\n", 1)[1] == (root / "schemes.md").read_text()
     assert (out / "time_to_target" / "normformer" / "fig2_time_to_target.md").exists()
+
+
+@pytest.mark.slow
+def test_analyze_lr_sensitivity_of_the_trained_grid_is_wortsmans_formula_on_its_logs(local_sweep, tmp_path):
+    """normformer-analyze lr-sensitivity on the finished grid (one width: a sweep without `each_size`): each scheme's
+    loss at initialisation is update 1's training loss, the same at both LRs (one seed), its sensitivity the formula
+    on the last validations' losses, the diagnostics those of its largest stable LR's last record."""
+    from fairseq_normformer.analysis.diagnostics import read_diagnostics
+    from fairseq_normformer.analysis.lr_sensitivity import lr_sensitivity
+    from fairseq_normformer.analysis.training_log import read_training_log
+
+    out = local_sweep["out"]
+    run_cli(["normformer-analyze", "lr-sensitivity", out, "--out-dir", tmp_path])
+    (width,) = json.loads((tmp_path / "lr_sensitivity.json").read_text())["widths"].values()
+    for name in ("preln", "normformer"):
+        logs = {lr: read_training_log(out / "grid" / f"{name}-lr{lr}" / "train.log") for lr in ("1e-3", "3e-3")}
+        (initial,) = {next(r["loss"] for r in log.train if r["num_updates"] == 1) for log in logs.values()}
+        finals = {lr: log.final_metric("loss") for lr, log in logs.items()}
+        s = width[name]
+        assert s["initial_loss"] == initial and max(finals.values()) < initial and s["largest_stable_lr"] == "3e-3"
+        assert s["lr_sensitivity"] == pytest.approx(sum(finals.values()) / 2 - min(finals.values()))
+        assert s["lr_sensitivity"] == pytest.approx(lr_sensitivity(finals, initial))
+        last = read_diagnostics(out / "grid" / f"{name}-lr3e-3" / "diagnostics.jsonl")[-1]
+        assert (s["diagnostics_update"], s["abs_log_z"], s["attn_logit"]) == (UPDATES, last["abs_log_z"], max(last["attn_logit"].values()))
+        assert s["last_layer_rms"] == last["layer_rms"]["layers.1"]
 
 
 @pytest.mark.slow
