@@ -15,6 +15,7 @@
     normformer-analyze metric-table   --run A=a.log --run B=b.log --metric accuracy --out table.md         # any task
     normformer-analyze mlm-curves     --run Pre-LN=a.log --run NormFormer=b.log --data DATA --out-dir DIR  # masked LMs
     normformer-analyze sweep          work/recipes/norm_bench-small     # every table of a normformer-sweep directory
+    normformer-analyze lr-sensitivity work/recipes/lr_sensitivity-small  # Wortsman et al.'s, per scheme and width
     normformer-analyze init-grads     DATA --out post_ln.json -- --task translation --arch ...            # Xiong Fig. 3
     normformer-analyze init-grads-plot --run Post-LN=post_ln.json --run Pre-LN=pre_ln.json --out-dir DIR
     normformer-analyze bleu-table     --run Post-LN=RUN_DIR --run Pre-LN=RUN_DIR --out-dir DIR            # Xiong Fig. 2
@@ -71,6 +72,7 @@ from fairseq_normformer.analysis.report import (  # noqa: E402
     ppl_rows,
     valid_table,
 )
+from fairseq_normformer.analysis.lr_sensitivity import read_study, write_reports  # noqa: E402
 from fairseq_normformer.analysis.sweep_tables import SweepTables  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import fraction_summary  # noqa: E402
 from fairseq_normformer.analysis.time_to_target import time_to_target as compute_time_to_target  # noqa: E402
@@ -318,6 +320,14 @@ def sweep(args):
         print(tables.diverged_note())
 
 
+def lr_sensitivity(args):
+    """Wortsman et al. 2023's LR sensitivity of each scheme at each width of a sweep (analysis/lr_sensitivity.py)."""
+    out = Path(args.out_dir or args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for path in write_reports(read_study(Path(args.dir)), out):
+        print(path)
+
+
 def init_grads(args):
     model, criterion, sample = build_at_init([args.data, *args.train_args], args.subset)
     norms = init_grad_norms(model, criterion, sample, args.param)
@@ -499,6 +509,13 @@ def build_parser() -> argparse.ArgumentParser:
                             "schemes at their best LR against the baseline (paired by seed), time to target, the spec's tables")
     p.add_argument("dir", help="the sweep's directory (normformer-sweep --out), which holds sweep.json")
     p.set_defaults(func=sweep)
+
+    p = commands.add_parser("lr-sensitivity", help="Wortsman et al. 2023's LR sensitivity of each scheme at each width "
+                            "of a sweep (a spec with `each_size`), the best loss, the largest stable LR and the "
+                            "diagnostics there, and their trend across widths")
+    p.add_argument("dir", help="the sweep's directory (normformer-sweep --out): its sweep.json, or each SIZE/sweep.json")
+    p.add_argument("--out-dir", help="where lr_sensitivity.md, lr_sensitivity_trend.md and .json go (default: DIR)")
+    p.set_defaults(func=lr_sensitivity)
 
     p = commands.add_parser(
         "init-grads",

@@ -13,7 +13,7 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -97,6 +97,19 @@ class Setup:
         if sizes and size not in sizes:
             raise SpecError(f"--set size={size}: scale {self.scale}'s sizes are {', '.join(sizes)}")
         return {} if size is None else {"size": size, **sizes.get(size, {})}
+
+    def at_sizes(self) -> List["Setup"]:
+        """The sweeps of one call: this one; with the spec's `each_size`, one per size of the scale (--set size=NAME:
+        that one), each in OUT/SIZE with that size's variables, sharing commands.sh, the reports' directory and the
+        corpus."""
+        if not self.spec.get("each_size"):
+            return [self]
+        sizes = self.scale_spec().get("sizes")
+        if not sizes:
+            raise SpecError(f"the spec's `each_size` needs `sizes`, and scale {self.scale} declares none")
+        names = [self.overrides["size"]] if "size" in self.overrides else list(sizes)
+        return [replace(self, out=self.out / name, overrides={**self.overrides, "size": name}, report_dir=self.reports)
+                for name in names]  # fmt: skip
 
     def scale_spec(self) -> dict:
         return self.spec.get("scales", {}).get(self.scale, {})
@@ -191,8 +204,8 @@ def data_dir(setup: Setup) -> Path:
     if corpus is None:
         raise SpecError(f"scale {setup.scale} declares no corpus: give --data, a fairseq-preprocess directory")
     out = REPO / "work" / "recipes" / corpus["dir"]
-    if not setup.built:
-        setup.built = [str(BIN / "normformer-build-corpus"), "--out", str(out), *filled(corpus.get("build", []), {})]
+    if not setup.built:  # extended in place: the setups of Setup.at_sizes share it, and build once
+        setup.built.extend([str(BIN / "normformer-build-corpus"), "--out", str(out), *filled(corpus.get("build", []), {})])
         if not setup.dry_run:
             subprocess.run(setup.built, check=True, stdout=sys.stderr)
     return out / "data-bin"
@@ -541,11 +554,16 @@ def sbatch_script(folder: Path, parameters: dict, points: List[Point]) -> str:
 
 
 # --- a sweep --------------------------------------------------------------------------------------------
-def write_manifest(setup: Setup, grid: Grid):
+def grids(setup: Setup) -> List[Grid]:
+    """The grid of each sweep of the call (one per size with `each_size`), each with its manifest written in its
+    directory (what normformer-analyze reads)."""
     import json
 
-    setup.out.mkdir(parents=True, exist_ok=True)
-    (setup.out / MANIFEST).write_text(json.dumps(grid.manifest(), indent=2, default=str) + "\n", encoding="utf-8")
+    found = [Grid(each) for each in setup.at_sizes()]
+    for grid in found:
+        grid.setup.out.mkdir(parents=True, exist_ok=True)
+        (grid.setup.out / MANIFEST).write_text(json.dumps(grid.manifest(), indent=2, default=str) + "\n", encoding="utf-8")
+    return found
 
 
 def record(setup: Setup, points: List[Point]):
@@ -570,13 +588,14 @@ def sweep_local(setup: Setup, jobs: int):
     """Run the sweep's points on this machine until none is left; widened grids and the points that wait for a
     grid's best start as soon as their grid is settled."""
     while True:
-        grid = Grid(setup)
-        write_manifest(setup, grid)
-        todo = [p for p in grid.points() if not p.finished]
+        found = grids(setup)
+        points = [p for grid in found for p in grid.points()]
+        todo = [p for p in points if not p.finished]
         if not todo or setup.dry_run:
             record(setup, todo)
-            print(f"normformer-sweep: {len(grid.points()) - len(todo)} points done, {len(todo)} to run", file=sys.stderr)
-            report(setup, grid)
+            print(f"normformer-sweep: {len(points) - len(todo)} points done, {len(todo)} to run", file=sys.stderr)
+            for grid in found:
+                report(setup, grid)
             return
         record(setup, todo)
         errors = run_local(todo, jobs, setup.out / "submitit")
@@ -587,17 +606,18 @@ def sweep_local(setup: Setup, jobs: int):
 def sweep_slurm(setup: Setup, parameters: dict):
     """Submit, as one SLURM array, the points that can start now and are neither done nor queued; once every point
     is done, write the spec's reports."""
-    grid, folder = Grid(setup), setup.out / "slurm"
-    write_manifest(setup, grid)
-    todo = [p for p in grid.points() if not p.finished and (setup.dry_run or not queued(p, folder))]
+    found, folder = grids(setup), setup.out / "slurm"
+    points = [p for grid in found for p in grid.points()]
+    todo = [p for p in points if not p.finished and (setup.dry_run or not queued(p, folder))]
     if setup.dry_run:
         print(sbatch_script(folder, parameters, todo))
         record(setup, todo)
         return
     if not todo:
         print("normformer-sweep: nothing to submit (every point is done or queued)", file=sys.stderr)
-        if all(p.finished for p in grid.points()):
-            report(setup, grid)
+        if all(p.finished for p in points):
+            for grid in found:
+                report(setup, grid)
         return
     record(setup, todo)
     ids = submit_slurm(todo, folder, parameters)

@@ -28,7 +28,8 @@ NORMFORMER = ["--scale-attn", "--scale-fc", "--scale-heads"]
 
 
 def tiny_spec(path: Path, **extra) -> Path:
-    """A 2 x 2 grid (Pre-LN and NormFormer at two LRs, one seed) of a 2-layer LM, 30 updates, validated at the end."""
+    """A 2 x 2 grid (Pre-LN and NormFormer at two LRs, one seed) of a 2-layer LM, 30 updates, validated at the end,
+    every update's loss logged, the scale diagnostics every 10 updates."""
     spec = {
         "name": "tiny", "seeds": 1, "updates": UPDATES, "baseline": "preln",
         "scales": {"tiny": {"model": TINY_MODEL}},
@@ -37,6 +38,7 @@ def tiny_spec(path: Path, **extra) -> Path:
                   "--log-format", "json", "--log-interval", "1", "--no-epoch-checkpoints", "--save-interval-updates", "1000"],
         "schemes": {"preln": {"label": "Pre-LN", "flags": [], "lrs": ["1e-3", "3e-3"]},
                     "normformer": {"label": "NormFormer", "flags": NORMFORMER, "lrs": ["1e-3", "3e-3"]}},
+        "point": ["--diagnostics-interval", "10", "--diagnostics-file", "{run_dir}/diagnostics.jsonl"],
         **extra,
     }  # fmt: skip
     path.write_text(yaml.safe_dump(spec), encoding="utf-8")
@@ -83,7 +85,51 @@ def test_the_norm_bench_spec_prints_the_commands_the_recipe_recorded(tmp_path):
     assert recorded_commands(out / "commands.sh")[1:] == [recorded_command(line)[0] for line in result.stdout.splitlines()[1:]]
 
 
-GRID_RECIPES = ("norm_bench", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability",
+LR_SENSITIVITY = REPO_ROOT / "recipes" / "sweeps" / "lr_sensitivity.yaml"
+LADDER = ["1e-4", "2e-4", "5e-4", "1e-3", "2e-3", "5e-3", "1e-2", "2e-2", "5e-2", "1e-1"]
+STUDY_SCHEMES = {  # issue 50's schemes, each one's switches on top of Pre-LN (docs/model.md)
+    "preln": [], "qknorm": ["--qk-norm"], "zloss": ["--criterion", "cross_entropy_zloss", "--zloss", "1e-4"],
+    "normformer": NORMFORMER, "sandwich": ["--sandwich-norm"], "rmsnorm": ["--norm-type", "rmsnorm"],
+    "mixln": ["--post-ln-layers", "first:1"], "ln_scaling": ["--ln-scaling"], "olmo2": ["--reordered-norm"],
+    "dyt": ["--norm-type", "dyt", "--dyt-alpha", "0.8,0.2,0.2"], "rezero": ["--rezero"],
+}  # fmt: skip
+
+
+def test_the_lr_sensitivity_spec_trains_every_scheme_at_every_lr_of_each_width(tmp_path):
+    """Its `each_size`: one call, every width of the scale in OUT/SIZE (the size's variables in the model's flags,
+    64 features a head), every scheme at every LR of the ladder with its switches, the diagnostics and every
+    update's loss logged; each width's manifest; --set size=NAME --seeds 3 adds the seeds of one width only."""
+    out = tmp_path / "lrs"
+    printed = points_of(run_cli(["normformer-sweep", LR_SENSITIVITY, "--scale", "small", "--dry-run", "--out", out]).stdout.splitlines(), str(out))
+    widths = {"w64": "64", "w128": "128", "w256": "256"}
+    assert sorted(printed) == sorted(f"{size}/grid/{name}-lr{lr}" for size in widths for name in STUDY_SCHEMES for lr in LADDER)
+    for run_dir, args in printed.items():
+        size, name, lr = re.fullmatch(r"(\w+)/grid/(\w+)-lr(.+)", run_dir).groups()
+        flag = dict(zip(args, args[1:]))
+        width = int(widths[size])
+        assert (flag["--decoder-embed-dim"], flag["--decoder-ffn-embed-dim"], flag["--decoder-attention-heads"]) == (
+            str(width), str(4 * width), str(width // 64))
+        assert flag["--decoder-layers"] == "4" and flag["--max-update"] == "300" and flag["--log-interval"] == "1"
+        scheme = args[args.index("--share-decoder-input-output-embed") + 1 : args.index("--lr")]
+        assert scheme == STUDY_SCHEMES[name] and flag["--lr"] == lr and flag["--seed"] == "1"
+        assert flag["--diagnostics-file"] == f"{run_dir}/diagnostics.jsonl" and flag["--diagnostics-interval"] == "10"
+    for size, width in widths.items():
+        manifest = json.loads((out / size / "sweep.json").read_text())
+        assert manifest["variables"]["width"] == width and manifest["lrs"]["rezero"] == LADDER
+    assert not (out / "sweep.json").exists() and len(recorded_commands(out / "commands.sh")) == 331  # the corpus, once
+    widest = run_cli(["normformer-sweep", LR_SENSITIVITY, "--scale", "small", "--dry-run", "--out", out, "--set",
+                      "size=w256", "--seeds", "3"]).stdout.splitlines()  # fmt: skip
+    seeds = [p for p in points_of(widest, str(out)) if "/seed" in p]
+    assert all(p.startswith("w256/") for p in points_of(widest, str(out))) and len(seeds) == 2 * len(STUDY_SCHEMES)
+    tiny = points_of(run_cli(["normformer-sweep", LR_SENSITIVITY, "--scale", "tiny", "--dry-run", "--out", out,
+                              "--set", "lrs=1e-3 1e-2", "--schemes", "preln", "rezero"]).stdout.splitlines(), str(out))
+    assert sorted(tiny) == sorted(f"{size}/grid/{name}-lr{lr}" for size in ("w32", "w64") for name in ("preln", "rezero")
+                                  for lr in ("1e-3", "1e-2"))  # fmt: skip
+    assert {tiny[f"{size}/grid/preln-lr1e-3"][tiny["w32/grid/preln-lr1e-3"].index("--decoder-attention-heads") + 1]
+            for size in ("w32", "w64")} == {"1", "2"}  # fmt: skip
+
+
+GRID_RECIPES = ("norm_bench", "lr_sensitivity", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability",
                 "table8_wikitext103")
 BASH_LOOP = re.compile(r"\bfor\s+(?:\(\(([^)]*)|(\w+)\s+in\s+([^;\n]*))")  # for ((...)) or for NAME in WORDS
 
@@ -191,6 +237,7 @@ def test_table3s_stability_tests_run_every_seed_at_the_papers_table_3_settings(t
     (["--data", "nowhere"], "--data .*nowhere: not a fairseq-preprocess directory"),
     (["--spec", "missing.yaml"], "cannot read the spec missing.yaml"),
     (["--spec", "empty.yaml"], "empty.yaml: a spec needs `schemes`"),
+    (["--spec", "unsized.yaml"], "the spec's `each_size` needs `sizes`, and scale tiny declares none"),
 ])  # fmt: skip
 def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, message):
     """One line naming the problem, exit 2, nothing written."""
@@ -200,6 +247,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, message):
     from tests.conftest import console_script, in_process
 
     (tmp_path / "empty.yaml").write_text("name: empty\n")
+    (tmp_path / "unsized.yaml").write_text(yaml.safe_dump({"each_size": True, "scales": {"tiny": {}}, "schemes": {"a": {"lrs": ["1"]}}}))
     spec = argv[1] if argv[0] == "--spec" else str(NORM_BENCH)
     argv = [] if argv[0] == "--spec" else argv
     result = in_process(console_script("normformer-sweep"), ["normformer-sweep", spec, "--dry-run",
@@ -295,6 +343,31 @@ def test_analyze_sweep_writes_the_tables_ppl_table_and_lr_grid_write(local_sweep
     table = (out / "schemes.md").read_text()
     assert table.split("\n\n", 1)[1] == (root / "schemes.md").read_text()
     assert (out / "time_to_target" / "normformer" / "fig2_time_to_target.md").exists()
+
+
+@pytest.mark.slow
+def test_analyze_lr_sensitivity_of_the_trained_grid_is_wortsmans_formula_on_its_logs(local_sweep, tmp_path):
+    """normformer-analyze lr-sensitivity on the finished grid (one width: a sweep without `each_size`): each scheme's
+    loss at initialisation is update 1's training loss, the same at both LRs (one seed), its sensitivity the formula
+    on the last validations' losses, the diagnostics those of its largest stable LR's last record."""
+    from fairseq_normformer.analysis.diagnostics import read_diagnostics
+    from fairseq_normformer.analysis.lr_sensitivity import lr_sensitivity
+    from fairseq_normformer.analysis.training_log import read_training_log
+
+    out = local_sweep["out"]
+    run_cli(["normformer-analyze", "lr-sensitivity", out, "--out-dir", tmp_path])
+    (width,) = json.loads((tmp_path / "lr_sensitivity.json").read_text())["widths"].values()
+    for name in ("preln", "normformer"):
+        logs = {lr: read_training_log(out / "grid" / f"{name}-lr{lr}" / "train.log") for lr in ("1e-3", "3e-3")}
+        (initial,) = {next(r["loss"] for r in log.train if r["num_updates"] == 1) for log in logs.values()}
+        finals = {lr: log.final_metric("loss") for lr, log in logs.items()}
+        s = width[name]
+        assert s["initial_loss"] == initial and max(finals.values()) < initial and s["largest_stable_lr"] == "3e-3"
+        assert s["lr_sensitivity"] == pytest.approx(sum(finals.values()) / 2 - min(finals.values()))
+        assert s["lr_sensitivity"] == pytest.approx(lr_sensitivity(finals, initial))
+        last = read_diagnostics(out / "grid" / f"{name}-lr3e-3" / "diagnostics.jsonl")[-1]
+        assert (s["diagnostics_update"], s["abs_log_z"], s["attn_logit"]) == (UPDATES, last["abs_log_z"], max(last["attn_logit"].values()))
+        assert s["last_layer_rms"] == last["layer_rms"]["layers.1"]
 
 
 @pytest.mark.slow
