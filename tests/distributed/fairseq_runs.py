@@ -56,8 +56,9 @@ def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
     """Run fairseq-train to the end, with ``env`` added; one thread per process (the test machine has 2 cores).
     Without a launcher the process is forked from a server that has imported torch and fairseq (fork_server.py)."""
     env = dict(os.environ, OMP_NUM_THREADS="1", **env)
-    if not launcher and fork_server(env).serves(env):
-        result = fork_server(env).run(command(args), env, cwd=None, timeout=300)
+    server = None if launcher else fork_server(env)
+    if server and server.serves(env):
+        result = server.run(command(args), env, cwd=None, timeout=300)
     else:
         result = subprocess.run(command(args, launcher), env=env, capture_output=True, text=True, timeout=300)
     if check:

@@ -27,20 +27,20 @@ class ForkServer:
     def __init__(self, env: dict):
         self.env = env
         self.socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.imports = tempfile.TemporaryFile()
+        self.imports = tempfile.TemporaryFile()  # what the server's imports print
         self.server = subprocess.Popen([sys.executable, "-P", __file__, str(theirs.fileno())], env=env,
                                        pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=self.imports,
                                        stderr=subprocess.STDOUT)  # fmt: skip
         theirs.close()
         assert self.socket.recv(16) == b"ready", "the fork server's imports failed"
+        self.imports.seek(0)
+        printed = self.imports.read().decode()
+        assert not printed, f"importing {', '.join(PRELOAD)} printed (as every fairseq-train would):\n{printed}"
 
     def serves(self, env: dict) -> bool:
         return self.server.poll() is None and all(env.get(k) == self.env.get(k) for k in {*env, *self.env} - IGNORED)
 
     def run(self, cmd: list, env: dict, cwd, timeout: float) -> subprocess.CompletedProcess:
-        self.imports.seek(0)
-        printed = self.imports.read().decode()
-        assert not printed, f"importing {', '.join(PRELOAD)} printed (as every fairseq-train would):\n{printed}"
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, open(os.devnull) as null:
             request = pickle.dumps(([str(c) for c in cmd], env, str(cwd or os.getcwd())))
             socket.send_fds(self.socket, [request], [null.fileno(), out.fileno(), err.fileno()])
