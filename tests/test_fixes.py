@@ -15,6 +15,7 @@ from fairseq.trainer import Trainer
 from fairseq_normformer import fixes
 from fairseq_normformer.checks import BadInput
 from fairseq_normformer.fixes import cpu_training
+from fairseq_normformer.fixes.distributed import spawn_ranks
 from fairseq_normformer.fixes.warning_filters import silence_fairseq_hydra_warnings
 
 from .conftest import USER_DIR
@@ -233,3 +234,20 @@ def test_a_task_with_a_dictionary_per_language_is_fingerprinted_by_language():
     assert training.target_dictionary is not generating.target_dictionary  # why sides cannot be compared
     expected = {f"language {lang}": {"size": len(d), "md5": symbols_md5(d.symbols)} for lang, d in dicts.items()}
     assert dictionary_fingerprints(training) == dictionary_fingerprints(generating) == expected
+
+
+def write_thread_count(rank: int, out_dir) -> None:
+    (out_dir / str(rank)).write_text(str(torch.get_num_threads()))
+
+
+def test_forked_ranks_take_omp_num_threads_as_new_processes(tmp_path, monkeypatch):
+    """fairseq-train's ranks on CPU are forked (spawn_ranks): each takes OMP_NUM_THREADS threads, as a new process
+    reads them at start-up, not its parent's count (the order of float sums, so the numbers)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        spawn_ranks(None, fn=write_thread_count, args=(tmp_path,), nprocs=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert [(tmp_path / str(rank)).read_text() for rank in range(2)] == ["1", "1"]

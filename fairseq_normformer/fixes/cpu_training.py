@@ -112,7 +112,6 @@ def call_main(cfg, main, **kwargs):
         fn=distributed_utils.distributed_main,
         args=(main, cfg, kwargs),
         nprocs=dist_cfg.distributed_world_size,
-        join=True,
     )
 
 

@@ -5,6 +5,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -86,6 +87,11 @@ def train_in_process(args, check=True):
 def train_one_rank_here(args):
     """fairseq-train: in this process (train_in_process) when it trains one rank, else a process that spawns its ranks."""
     return train(args) if "--distributed-world-size" in args else train_in_process(args)
+
+
+def spawned_ranks(parent) -> list:
+    """The rank processes a fairseq-train on CPU forked (fixes/distributed.py spawn_ranks), rank 0 first."""
+    return sorted(psutil.Process(parent.pid).children(), key=lambda child: child.create_time())
 
 
 def logged_updates(stdout: str) -> dict:

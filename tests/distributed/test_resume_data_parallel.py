@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from ..conftest import python_warnings
-from .fairseq_runs import NO_DROPOUT, UPDATES, command, logged_updates, tiny_bert_args, tiny_lm_args, train
+from .fairseq_runs import NO_DROPOUT, UPDATES, command, logged_updates, spawned_ranks, tiny_bert_args, tiny_lm_args, train
 from .test_data_parallel import assert_same_checkpoints
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -139,8 +139,7 @@ def test_a_killed_spawned_rank_ends_the_run_with_one_line(tiny_lm_corpus, tmp_pa
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     run = subprocess.Popen(command(args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     read_until_update(run, 2)
-    ranks = [p for p in psutil.Process(run.pid).children() if "spawn_main" in " ".join(p.cmdline())]
-    ranks[0].send_signal(signal.SIGKILL)
+    spawned_ranks(run)[0].send_signal(signal.SIGKILL)
     stderr = run.communicate(timeout=120)[1]
     assert run.returncode == 1
     last = stderr.strip().splitlines()[-1]

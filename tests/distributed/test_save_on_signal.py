@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 
-import psutil
 import pytest
 import torch
 from fairseq_cli import train as train_cli
@@ -19,7 +18,7 @@ from fairseq_cli import train as train_cli
 from fairseq_normformer.checks import BadInput
 
 from ..conftest import REPO_ROOT
-from .fairseq_runs import command, logged_loss, logged_updates, model_weights, tiny_lm_args, train
+from .fairseq_runs import command, logged_loss, logged_updates, model_weights, spawned_ranks, tiny_lm_args, train
 from .test_launch_scripts import TINY_OVERRIDES, cpu_env, fake_slurm, free_port
 from .test_resume_data_parallel import GLOO, finish, merged_updates, read_until_update, start_two_nodes
 
@@ -40,12 +39,6 @@ def between_saves(data_bin, save_dir, *extra) -> list:
 def start(args, **env) -> subprocess.Popen:
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
     return subprocess.Popen(command(args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def spawned_ranks(parent) -> list:
-    """The rank processes fairseq-train spawned, rank 0 first."""
-    children = psutil.Process(parent.pid).children()
-    return sorted((c for c in children if "spawn_main" in " ".join(c.cmdline())), key=lambda c: c.create_time())
 
 
 def checkpoint_update(path) -> int:
