@@ -5,7 +5,6 @@ import multiprocessing
 import os
 import random
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -16,9 +15,9 @@ from fairseq import checkpoint_utils
 import fairseq_normformer  # noqa: F401  (applies its fairseq fixes in this process)
 
 from .distributed.fairseq_runs import (
-    command,
     logged_updates,
     model_weights,
+    start,
     tiny_bert_args,
     tiny_lm_args,
     train_in_process,
@@ -37,8 +36,7 @@ KILL_POINTS = {
 def train_until_killed(args, point: str, update: int, delay: float) -> str:
     """Start fairseq-train and SIGKILL it ``delay`` seconds after it prints the line of ``point``
     at ``update``; returns what it printed."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(command(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start(args)
     printed = []
     for line in proc.stdout:
         printed.append(line)

@@ -12,7 +12,7 @@ import torch
 from fairseq_normformer.cli import script
 
 from ..conftest import USER_DIR, python_warnings, run_cli
-from .fork_server import ForkServer
+from .fork_server import IGNORED, ForkServer, program
 
 BIN = Path(script("fairseq-train")).parent
 UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
@@ -54,28 +54,41 @@ def command(args, launcher=()) -> list:
 
 
 def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
-    """Run fairseq-train to the end, with ``env`` added; one thread per process (the test machine has 2 cores).
-    Without a launcher the process is forked from a server that has imported torch and fairseq (fork_server.py)."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", **env)
-    server = None if launcher else fork_server(env)
-    if server and server.serves(env):
-        result = server.run(command(args), env, cwd=None, timeout=300)
+    """Run fairseq-train (behind ``launcher``) to the end, with ``env`` added; one thread per process (the test machine
+    has 2 cores). The first process is forked from a server that has imported torch and fairseq (fork_server.py)."""
+    env, cmd = dict(os.environ, OMP_NUM_THREADS="1", **env), command(args, launcher)
+    server = fork_server(cmd, env)
+    if server:
+        result = server.run(cmd, env, cwd=None, timeout=300)
     else:
-        result = subprocess.run(command(args, launcher), env=env, capture_output=True, text=True, timeout=300)
+        result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     if check:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return result
 
 
-def fork_server(env) -> ForkServer:
-    """This test process's server for ``train``, started with the environment of its first run."""
-    if not SERVER:
-        SERVER.append(ForkServer(env))
-        atexit.register(SERVER[0].close)
-    return SERVER[0]
+def start(args, launcher=(), stderr=subprocess.STDOUT, **env):
+    """fairseq-train (behind ``launcher``) started, as ``subprocess.Popen`` with its output unbuffered to a pipe
+    (stderr to the same one, or its own: PIPE); forked as in ``train``."""
+    env, cmd = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env), command(args, launcher)
+    server = fork_server(cmd, env)
+    if server:
+        return server.start(cmd, env, stdout=subprocess.PIPE, stderr=stderr)
+    return subprocess.Popen(cmd, env=env, text=True, stdout=subprocess.PIPE, stderr=stderr)
 
 
-SERVER = []
+def fork_server(cmd, env):
+    """This test process's server for ``env`` (one per environment), or None if the server cannot run ``cmd``."""
+    if program(cmd) is None:
+        return None
+    key = frozenset((k, v) for k, v in env.items() if k not in IGNORED)
+    if key not in SERVERS:
+        SERVERS[key] = ForkServer(env)
+        atexit.register(SERVERS[key].close)
+    return SERVERS[key] if SERVERS[key].serves(cmd, env) else None
+
+
+SERVERS = {}
 
 
 def train_in_process(args, check=True):

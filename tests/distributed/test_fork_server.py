@@ -1,8 +1,11 @@
-"""The fork server of ``train`` (fork_server.py): a run forked from it prints, saves and exits as a new
-fairseq-train process does, and its CPU seconds are counted (tests/cpu_time.py)."""
+"""The fork server of ``train`` and ``start`` (fork_server.py): a run forked from it prints, saves and exits as a new
+fairseq-train process does, and its CPU seconds are counted (tests/cpu_time.py); a started one streams its output and
+dies of a signal as a process does."""
 import os
 import re
+import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -18,7 +21,8 @@ def both(args_of, tmp_path) -> dict:
     """{how: CompletedProcess} of the same command as a new process and forked from the server."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     new = subprocess.run(command(args_of(tmp_path / "process")), env=env, capture_output=True, text=True, timeout=300)
-    return {"process": new, "forked": fork_server(env).run(command(args_of(tmp_path / "forked")), env, None, 300)}
+    forked = command(args_of(tmp_path / "forked"))
+    return {"process": new, "forked": fork_server(forked, env).run(forked, env, None, 300)}
 
 
 def printed(result, save_dir) -> list:
@@ -47,3 +51,25 @@ def test_a_refused_run_exits_with_the_same_line(tiny_lm_corpus, tmp_path):
     runs = both(lambda save_dir: tiny_lm_args(tiny_lm_corpus.data_bin, save_dir, "--cpu-offload"), tmp_path)
     assert runs["forked"].returncode == runs["process"].returncode == 1
     assert runs["forked"].stderr == runs["process"].stderr != ""
+
+
+PROGRAM = """import sys, time
+print("started", sys.argv[1:], __name__, sys.path[0] == sys.prefix, flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_started_program_streams_its_output_and_dies_of_a_signal_as_a_process(tmp_path):
+    """``python -P SCRIPT``, as runs/torchrun.py is run, through Popen's interface."""
+    (tmp_path / "program.py").write_text(PROGRAM)
+    cmd, env = [sys.executable, "-P", str(tmp_path / "program.py"), "a", "b"], dict(os.environ, OMP_NUM_THREADS="1")
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    ended = {}
+    for how, process in (("process", subprocess.Popen(cmd, env=env, text=True, **pipes)),
+                         ("forked", fork_server(cmd, env).start(cmd, env, **pipes))):  # fmt: skip
+        first = process.stdout.readline()
+        assert process.poll() is None, how
+        process.send_signal(signal.SIGTERM)
+        ended[how] = (first, *process.communicate(timeout=30), process.returncode)
+    assert ended["forked"] == ended["process"] == ("started ['a', 'b'] __main__ False\n", "", "to stderr\n", -15)

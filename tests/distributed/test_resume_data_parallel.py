@@ -4,7 +4,6 @@ which 2 uninterrupted processes follow), at every update: 2 processes spawned by
 (causal LM, stopped by --max-update) and two torchrun "nodes" one of which is SIGKILLed mid-run
 (MLM+NSP; the causal LM's is test_fully_sharded.py's). A dead peer ends the run: a killed one at once,
 a frozen one after --heartbeat-timeout seconds."""
-import os
 import re
 import signal
 import socket
@@ -15,7 +14,7 @@ import psutil
 import pytest
 
 from ..conftest import python_warnings
-from .fairseq_runs import NO_DROPOUT, UPDATES, command, logged_updates, spawned_ranks, tiny_bert_args, tiny_lm_args, train
+from .fairseq_runs import NO_DROPOUT, UPDATES, logged_updates, spawned_ranks, start, tiny_bert_args, tiny_lm_args, train
 from .test_data_parallel import assert_same_checkpoints
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -51,11 +50,9 @@ def start_two_nodes(args, rendezvous=static_rendezvous, options=(), env=(), laun
     return launchers
 
 
-def start_launcher(args, torchrun, env=()) -> subprocess.Popen:
+def start_launcher(args, torchrun, env=()):
     """fairseq-train behind ``torchrun`` (its command and options), its output to a pipe."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **dict(env))
-    return subprocess.Popen(command(args, torchrun), env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+    return start(args, torchrun, **dict(env))
 
 
 def finish(launchers) -> list:
@@ -136,8 +133,7 @@ def test_a_killed_spawned_rank_ends_the_run_with_one_line(tiny_lm_corpus, tmp_pa
     """SIGKILL of one of the processes fairseq-train spawned: spawn stops the other and the run ends with
     one line naming the checkpoint to resume from (the test above resumes such a run)."""
     args = tiny_lm_args(tiny_lm_corpus.data_bin, tmp_path, "--max-update", 1000, "--distributed-world-size", "2", *GLOO)
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    run = subprocess.Popen(command(args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = start(args, stderr=subprocess.PIPE)
     read_until_update(run, 2)
     spawned_ranks(run)[0].send_signal(signal.SIGKILL)
     stderr = run.communicate(timeout=120)[1]

@@ -5,7 +5,6 @@ run's losses and weights. The launch scripts forward the signal; torchrun's laun
 (fairseq_normformer/runs/torchrun.py) then ends with 75 and one line, no traceback.
 NORMFORMER_SAVE_ON_SIGNAL=none keeps fairseq's behaviour."""
 import importlib.util
-import os
 import re
 import signal
 import subprocess
@@ -18,7 +17,7 @@ from fairseq_cli import train as train_cli
 from fairseq_normformer.checks import BadInput
 
 from ..conftest import REPO_ROOT
-from .fairseq_runs import command, logged_loss, logged_updates, model_weights, spawned_ranks, tiny_lm_args, train
+from .fairseq_runs import logged_loss, logged_updates, model_weights, spawned_ranks, start, tiny_lm_args, train
 from .test_launch_scripts import TINY_OVERRIDES, cpu_env, fake_slurm, free_port
 from .test_resume_data_parallel import GLOO, finish, merged_updates, read_until_update, start_two_nodes
 
@@ -34,11 +33,6 @@ STOPPED = re.compile(r"fairseq-train: stopped by (SIG\w+) at update (\d+) \(rece
 
 def between_saves(data_bin, save_dir, *extra) -> list:
     return tiny_lm_args(data_bin, save_dir, "--max-update", UPDATES, "--save-interval-updates", 1000, *GLOO, *extra)
-
-
-def start(args, **env) -> subprocess.Popen:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
-    return subprocess.Popen(command(args), env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def checkpoint_update(path) -> int:
