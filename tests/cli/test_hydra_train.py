@@ -3,7 +3,6 @@ where the user stands, no nested directories, no warning or DEBUG line; SIGTERM 
 the signal's update, exits 75, and the same command resumes to the uninterrupted run's losses and weights.
 Without the config's LoadPlugin callback one line says what is off."""
 import json
-import os
 import re
 import signal
 import subprocess
@@ -12,7 +11,7 @@ import pytest
 import torch
 
 from ..conftest import REPO_ROOT, python_warnings
-from ..distributed.fairseq_runs import BIN, model_weights
+from ..distributed.fairseq_runs import BIN, model_weights, start_program
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -40,10 +39,8 @@ def user_dir_with_corpus(tmp_path, name, data_bin):
     return where
 
 
-def start(where, *overrides, **multirun) -> subprocess.Popen:
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    return subprocess.Popen(hydra_command(*overrides, **multirun), cwd=where, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
+def start(where, *overrides, **multirun):
+    return start_program(hydra_command(*overrides, **multirun), cwd=where, stderr=subprocess.PIPE)
 
 
 def run_to_the_end(tmp_path, name, data_bin, *overrides, **multirun) -> tuple:

@@ -68,13 +68,18 @@ def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
 
 
 def start(args, launcher=(), stderr=subprocess.STDOUT, **env):
-    """fairseq-train (behind ``launcher``) started, as ``subprocess.Popen`` with its output unbuffered to a pipe
-    (stderr to the same one, or its own: PIPE); forked as in ``train``."""
-    env, cmd = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env), command(args, launcher)
+    """fairseq-train (behind ``launcher``) started: ``start_program``."""
+    return start_program(command(args, launcher), stderr=stderr, **env)
+
+
+def start_program(cmd, cwd=None, stderr=subprocess.STDOUT, **env):
+    """``cmd`` started as ``subprocess.Popen`` with its output unbuffered to a pipe (stderr to the same one, or its
+    own: PIPE), ``env`` added and one thread; forked as in ``train``."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
     server = fork_server(cmd, env)
     if server:
-        return server.start(cmd, env, stdout=subprocess.PIPE, stderr=stderr)
-    return subprocess.Popen(cmd, env=env, text=True, stdout=subprocess.PIPE, stderr=stderr)
+        return server.start(cmd, env, cwd, subprocess.PIPE, stderr)
+    return subprocess.Popen(cmd, cwd=cwd, env=env, text=True, stdout=subprocess.PIPE, stderr=stderr)
 
 
 def fork_server(cmd, env):

@@ -1,9 +1,10 @@
-"""Python programs (fairseq-train, ``python -m torch.distributed.run``) as real processes without the start-up of torch,
-torch._dynamo and fairseq, ~6.5 s of CPU each and most of a tiny run's cost: a server imports them once and forks each
-run from itself, as multiprocessing's forkserver does. A run is still a process of its own: its pid, stdin, stdout,
-stderr, environment, working directory, ``__main__`` (the program, run as the interpreter runs it), signal handlers,
-threads, atexit handlers, children and exit status. The plugin is imported by the run (--user-dir), as in a new
-fairseq-train. What the server's imports print (a warning) is an error of every run started through it.
+"""Python programs (fairseq-train, fairseq-hydra-train, ``python -m torch.distributed.run``) as real processes without
+the start-up of torch, torch._dynamo and fairseq, ~6.5 s of CPU each and most of a tiny run's cost: a server imports
+them once and forks each run from itself, as multiprocessing's forkserver does. A run is still a process of its own:
+its pid, stdin, stdout, stderr, environment, working directory, ``__main__`` (the program, run as the interpreter runs
+it), signal handlers, threads, atexit handlers, children and exit status. The plugin is imported by the run
+(--user-dir), as in a new fairseq-train. What the server's imports print (a warning) is an error of every run started
+through it.
 
 Run as a script, this file is the server: ``python -P fork_server.py FD``, FD its end of a SOCK_SEQPACKET socket."""
 import os
@@ -15,7 +16,8 @@ import tempfile
 import threading
 
 # in the console script's order: fairseq_cli.train sets the log's stream (stdout) before it imports fairseq, whose
-# import would set stderr; torch._dynamo is imported by the first optimizer
+# import would set stderr (fairseq-hydra-train imports fairseq first, then hydra sets each job's log: the same for a
+# forked run, test_hydra_train.py); torch._dynamo is imported by the first optimizer
 PRELOAD = ("fairseq_cli.train", "torch._dynamo")
 IGNORED = {"PYTEST_CURRENT_TEST"}  # environment a run may differ in from the server's: read by no import
 FORKED_CPU_SECONDS = [0.0]  # of the runs that ended, their waited-for processes' included (tests/cpu_time.py)
@@ -93,20 +95,17 @@ class ForkedProcess:
         self.returncode = None
 
     def poll(self):
-        if self.returncode is None:
-            self.report.setblocking(False)
-            try:
-                self.ended(self.report.recv(64))
-            except BlockingIOError:
-                self.report.setblocking(True)
-        return self.returncode
+        try:
+            return self.wait(timeout=0)
+        except subprocess.TimeoutExpired:
+            return None
 
     def wait(self, timeout=None) -> int:
         if self.returncode is None:
             self.report.settimeout(timeout)
             try:
                 self.ended(self.report.recv(64))
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError):  # BlockingIOError: timeout 0
                 self.report.settimeout(None)
                 raise subprocess.TimeoutExpired(self.args, timeout) from None
         return self.returncode

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from .fairseq_runs import UPDATES, command, fork_server, logged_updates, model_weights, interval_checkpoint, tiny_lm_args
+from .fairseq_runs import (UPDATES, command, fork_server, interval_checkpoint, logged_updates, model_weights,
+                           tiny_lm_args)
 from .fork_server import FORKED_CPU_SECONDS
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -68,8 +69,8 @@ def test_a_started_program_streams_its_output_and_dies_of_a_signal_as_a_process(
     ended = {}
     for how, process in (("process", subprocess.Popen(cmd, env=env, text=True, **pipes)),
                          ("forked", fork_server(cmd, env).start(cmd, env, **pipes))):  # fmt: skip
-        first = process.stdout.readline()
+        printed = process.stdout.readline(), process.stderr.readline()  # then it sleeps
         assert process.poll() is None, how
         process.send_signal(signal.SIGTERM)
-        ended[how] = (first, *process.communicate(timeout=30), process.returncode)
-    assert ended["forked"] == ended["process"] == ("started ['a', 'b'] __main__ False\n", "", "to stderr\n", -15)
+        ended[how] = (*printed, *process.communicate(timeout=30), process.returncode)
+    assert ended["forked"] == ended["process"] == ("started ['a', 'b'] __main__ False\n", "to stderr\n", "", "", -15)
