@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 
 from ..instrumentation.diagnostics import ABS_LOG_Z, ATTN_LOGIT, LAYER_RMS
 from .diagnostics import final_values, read_diagnostics
+from ..runs.run_dir import grid_dir
 from .report import grid_outcome, markdown_table
 from .sweep_tables import MANIFEST, load_manifest
 from .training_log import read_training_log
@@ -118,10 +119,10 @@ def read_study(out: Path) -> dict:
     widths, labels, baseline = {}, {}, None
     for path in width_dirs(Path(out)):
         m = load_manifest(path)
-        spec, run_dir = m["spec"], m["spec"].get("run_dir", "grid/{name}-lr{lr}")
+        spec = m["spec"]
         labels.update({name: s.get("label", name) for name, s in spec["schemes"].items()})
         baseline = spec.get("baseline", next(iter(spec["schemes"])))
-        widths[width_of(m)] = {name: ladder_of({lr: path / run_dir.format(name=name, lr=lr) for lr in lrs}).summary()
+        widths[width_of(m)] = {name: ladder_of({lr: grid_dir(path, spec, name, lr) for lr in lrs}).summary()
                                for name, lrs in m["lrs"].items()}  # fmt: skip
     order = sorted(widths, key=lambda w: float(w)) if all(is_number(w) for w in widths) else list(widths)
     return {"baseline": baseline, "labels": labels, "widths": {w: widths[w] for w in order}}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import List
 
-from ..runs.run_dir import seed_paths
+from ..runs.run_dir import grid_dir, seed_paths
 
 MANIFEST = "sweep.json"  # runs/sweep.py MANIFEST
 DIVERGED = "diverged"  # runs/sweep_job.py DIVERGED
@@ -35,7 +35,7 @@ class SweepTables:
         self.diverged = {name: why for name, why in self.diverged.items() if why}
 
     def grid_dir(self, name: str, lr: str) -> Path:
-        return self.out / "grid" / f"{name}-lr{lr}"
+        return grid_dir(self.out, self.spec, name, lr)
 
     def label(self, name: str) -> str:
         return f"{self.spec['schemes'][name].get('label', name)} (lr {self.m['best'][name]})"

@@ -33,6 +33,12 @@ def mark_done(run_dir):
     (Path(run_dir) / DONE).touch()
 
 
+def grid_dir(out, spec: dict, name: str, lr: str) -> Path:
+    """A sweep's run of scheme ``name`` at ``lr`` (normformer-sweep): its spec's run_dir, default grid/{name}-lr{lr},
+    under the sweep directory ``out``."""
+    return Path(out) / spec.get("run_dir", "grid/{name}-lr{lr}").format(name=name, lr=lr)
+
+
 def seed_dir(run_dir, seed: int) -> Path:
     """Where seed ``seed`` of a run goes: ``run_dir`` for seed 1, ``run_dir/seed<k>`` after (recipes/_run_dir.sh's
     seed_dir)."""

@@ -289,7 +289,7 @@ class Grid:
         return Point(run_dir, tuple(command), self.spec.get("run_label", "{label}").format(**variables, label=label))
 
     def grid_dir(self, name: str, lr: str) -> Path:
-        return self.setup.out / self.spec.get("run_dir", "grid/{name}-lr{lr}").format(name=name, lr=lr)
+        return rd.grid_dir(self.setup.out, self.spec, name, lr)
 
     def scheme(self, name: str) -> dict:
         return {"label": name, **self.spec["schemes"][name]}

@@ -457,6 +457,28 @@ def test_analyze_sweep_names_a_diverged_scheme_and_does_not_average_it(local_swe
     assert (tmp_path / "alone.md").read_text() in table
 
 
+def test_analyze_sweep_reads_the_runs_where_the_specs_run_dir_put_them(local_sweep, tiny_lm_corpus, tmp_path):
+    """A spec's run_dir (mlm_small's and table7_hparams' "{name}-lr{lr}", no grid/) is where the tables are read from:
+    the same tables as from the runs in grid/."""
+    import shutil
+
+    tables = {}
+    for layout in ("grid", "run_dir"):
+        out = tmp_path / layout
+        shutil.copytree(local_sweep["out"], out, ignore=shutil.ignore_patterns("time_to_target", "*.md", "*.png"))
+        run_cli(["normformer-sweep", local_sweep["spec"], "--data", tiny_lm_corpus.data_bin, "--out", out, "--dry-run"])
+        if layout == "run_dir":
+            for run in (out / "grid").iterdir():
+                run.rename(out / run.name)
+            (out / "grid").rmdir()
+            manifest = json.loads((out / "sweep.json").read_text())
+            manifest["spec"]["run_dir"] = "{name}-lr{lr}"
+            (out / "sweep.json").write_text(json.dumps(manifest))
+        run_cli(["normformer-analyze", "sweep", out])
+        tables[layout] = (out / "schemes.md").read_text().replace(str(out), "OUT").replace("OUT/grid/", "OUT/")
+    assert tables["run_dir"] == tables["grid"] and "NormFormer (lr" in tables["grid"]
+
+
 def updates_logged(log: Path) -> int:
     return max(logged_updates(log.read_text()), default=0) if log.exists() else 0
 
