@@ -3,14 +3,16 @@ so ``fairseq-train --user-dir <path of this package>`` makes them available, and
 fixes listed in fixes/__init__.py (docs/fixes.md): ``register()``.
 
 In the processes of the two run launchers, which need neither fairseq nor torch (``normformer-sweep`` and
-``normformer-paper-settings``: every recipe's dry run calls them), the import does neither and the launcher
-starts in a fraction of a second; code those launchers run that needs fairseq calls ``register()``."""
+``normformer-paper-settings``: every recipe's dry run calls them), and of ``normformer-user-dir`` (in shell
+commands: ``--user-dir "$(normformer-user-dir)"``), the import does neither and the process ends in a fraction of a
+second; code those launchers run that needs fairseq calls ``register()``."""
 import sys
 from pathlib import Path
 
 __version__ = "0.1.0"
 
-LAUNCHERS = {"fairseq_normformer.cli.sweep": "normformer-sweep", "fairseq_normformer.paper": "normformer-paper-settings"}
+LAUNCHERS = {"fairseq_normformer.cli.sweep": "normformer-sweep", "fairseq_normformer.paper": "normformer-paper-settings",
+             "fairseq_normformer.cli.user_dir": "normformer-user-dir"}
 
 
 def register() -> None:
