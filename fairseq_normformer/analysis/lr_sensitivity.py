@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from ..instrumentation.diagnostics import ABS_LOG_Z, ATTN_LOGIT, LAYER_RMS
-from .diagnostics import final_values, read_diagnostics
 from ..runs.run_dir import grid_dir
+from .diagnostics import final_values, read_diagnostics
 from .report import grid_outcome, markdown_table
 from .sweep_tables import MANIFEST, load_manifest
 from .training_log import read_training_log

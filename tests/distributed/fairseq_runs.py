@@ -55,7 +55,8 @@ def command(args, launcher=()) -> list:
 
 def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
     """Run fairseq-train (behind ``launcher``) to the end, with ``env`` added; one thread per process (the test machine
-    has 2 cores). The first process is forked from a server that has imported torch and fairseq (fork_server.py)."""
+    has 2 cores). The process (the launcher, with one) is forked from a server that has imported torch and fairseq
+    (fork_server.py)."""
     env, cmd = dict(os.environ, OMP_NUM_THREADS="1", **env), command(args, launcher)
     server = fork_server(cmd, env)
     if server:
@@ -90,7 +91,7 @@ def fork_server(cmd, env):
     if key not in SERVERS:
         SERVERS[key] = ForkServer(env)
         atexit.register(SERVERS[key].close)
-    return SERVERS[key] if SERVERS[key].serves(cmd, env) else None
+    return SERVERS[key] if SERVERS[key].serves(env) else None
 
 
 SERVERS = {}

@@ -25,7 +25,7 @@ FORKED_CPU_SECONDS = [0.0]  # of the runs that ended, their waited-for processes
 
 class ForkServer:
     """The client: ``start`` as ``subprocess.Popen`` and ``run`` as ``subprocess.run`` (text, output captured) for a
-    program ``forkable`` names and an environment equal to the server's but for IGNORED (``serves``)."""
+    command ``program`` names and an environment equal to the server's but for IGNORED (``serves``)."""
 
     def __init__(self, env: dict):
         self.env = env
@@ -40,9 +40,8 @@ class ForkServer:
         printed = self.imports.read().decode()
         assert not printed, f"importing {', '.join(PRELOAD)} printed (as every fairseq-train would):\n{printed}"
 
-    def serves(self, cmd: list, env: dict) -> bool:
-        same_env = all(env.get(k) == self.env.get(k) for k in {*env, *self.env} - IGNORED)
-        return self.server.poll() is None and same_env and program(cmd) is not None
+    def serves(self, env: dict) -> bool:
+        return self.server.poll() is None and all(env.get(k) == self.env.get(k) for k in {*env, *self.env} - IGNORED)
 
     def start(self, cmd: list, env: dict, cwd=None, stdout=None, stderr=None) -> "ForkedProcess":
         """``subprocess.Popen(cmd, env=env, cwd=cwd, stdout=stdout, stderr=stderr, stdin=DEVNULL, text=True)``;
