@@ -31,6 +31,8 @@ from fairseq_normformer.fixes import batch_prefetch
 from fairseq_normformer.fixes.warning_filters import silence_fairseq_hydra_warnings, silence_library_warnings
 from fairseq_normformer.runs.run_dir import is_setting
 
+from .distributed.fork_server import exit_status
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 USER_DIR = REPO_ROOT / "fairseq_normformer"  # for --user-dir
 TINY_MAX_CHARS = 200_000
@@ -176,14 +178,6 @@ def in_process(main, argv, cwd, env, input) -> subprocess.CompletedProcess:
         for number, handler in saved_signals.items():
             signal.signal(number, handler)
     return subprocess.CompletedProcess(argv, status, out.getvalue(), err.getvalue())
-
-
-def exit_status(code) -> int:
-    """The exit status of ``sys.exit(code)``, as the interpreter sets it: a message goes to stderr, status 1."""
-    if code is None or isinstance(code, int):
-        return code or 0
-    print(code, file=sys.stderr)
-    return 1
 
 
 def forget_the_run() -> None:

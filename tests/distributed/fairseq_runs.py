@@ -55,9 +55,9 @@ def command(args, launcher=()) -> list:
 
 def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
     """Run fairseq-train (behind ``launcher``) to the end, with ``env`` added; one thread per process (the test machine
-    has 2 cores). The process (the launcher, with one) is forked from a server that has imported torch and fairseq
-    (fork_server.py)."""
-    env, cmd = dict(os.environ, OMP_NUM_THREADS="1", **env), command(args, launcher)
+    has 2 cores), unbuffered as torchrun's workers. The process (the launcher and its workers, with one) is forked from
+    a server that has imported torch and fairseq (fork_server.py)."""
+    env, cmd = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env), command(args, launcher)
     server = fork_server(cmd, env)
     if server:
         result = server.run(cmd, env, cwd=None, timeout=300)

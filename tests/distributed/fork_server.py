@@ -4,16 +4,23 @@ them once and forks each run from itself, as multiprocessing's forkserver does. 
 its pid, stdin, stdout, stderr, environment, working directory, ``__main__`` (the program, run as the interpreter runs
 it), signal handlers, threads, atexit handlers, children and exit status. The plugin is imported by the run
 (--user-dir), as in a new fairseq-train. What the server's imports print (a warning) is an error of every run started
-through it.
+through it. A forked torchrun forks its workers too (``fork_workers``). What a forked process cannot show is its
+environment in /proc (the server's): ``environment`` reads the one it runs with.
 
 Run as a script, this file is the server: ``python -P fork_server.py FD``, FD its end of a SOCK_SEQPACKET socket."""
+import atexit
+import gc
+import json
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
+from pathlib import Path
 
 # in the console script's order: fairseq_cli.train sets the log's stream (stdout) before it imports fairseq, whose
 # import would set stderr (fairseq-hydra-train imports fairseq first, then hydra sets each job's log: the same for a
@@ -21,6 +28,12 @@ import threading
 PRELOAD = ("fairseq_cli.train", "torch._dynamo")
 IGNORED = {"PYTEST_CURRENT_TEST"}  # environment a run may differ in from the server's: read by no import
 FORKED_CPU_SECONDS = [0.0]  # of the runs that ended, their waited-for processes' included (tests/cpu_time.py)
+TORCHRUNS = {"torch.distributed.run", "torchrun", "torchrun.py"}  # the module, console script, runs/torchrun.py
+# what torch's agent adds to a worker's environment (LocalElasticAgent._start_workers): read by no import
+WORKER_ENVIRONMENT = {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+                      "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                      "TORCH_NCCL_ASYNC_ERROR_HANDLING"}  # and TORCHELASTIC_*
+ENVIRONMENTS = Path(tempfile.gettempdir(), f"forked-environments-{os.getuid()}")  # {pid}-{start time}.json
 
 
 class ForkServer:
@@ -141,10 +154,13 @@ class ForkedProcess:
 
 def program(cmd: list):
     """(how, what) of the Python programs a server runs: ('script', PATH) for a console script or ``python [-P] PATH``
-    ('safe-script' with -P), ('module', NAME) for ``python -m NAME``; None for any other command."""
+    ('safe-script' with -P), ('module', NAME) for ``python -m NAME``; None for any other command. ``python -u ...``
+    (torchrun's workers) is the same program where stdout and stderr are unbuffered already (PYTHONUNBUFFERED)."""
     if cmd[0] != sys.executable:
         with open(cmd[0], "rb") as script:
             return ("script", cmd[0]) if b"python" in script.readline() else None
+    if cmd[1:2] == ["-u"]:
+        return program([cmd[0], *cmd[2:]]) if os.environ.get("PYTHONUNBUFFERED") else None
     if cmd[1:2] == ["-m"]:
         return "module", cmd[2]
     if cmd[1:2] == ["-P"]:
@@ -184,14 +200,17 @@ def run_program(cmd: list, env: dict, cwd: str, fds: list) -> None:
 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
-    for fd in set(fds):
-        if fd > 2:
-            os.close(fd)
+    gc.collect()  # garbage of the process forked from closes its files now, not later one of the run's on its number
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # as Popen's close_fds: a new process has no other file open
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
+    record_environment()
     how, what = program(cmd)
+    cmd = cmd if cmd[1:2] != ["-u"] else [cmd[0], *cmd[2:]]
     sys.orig_argv = cmd if cmd[0] == sys.executable else [sys.executable, *cmd]
+    if {what, os.path.basename(what)} & TORCHRUNS:
+        fork_workers()
     if how == "module":
         sys.argv = [what, *cmd[3:]]
         sys.path.insert(0, cwd)
@@ -203,7 +222,108 @@ def run_program(cmd: list, env: dict, cwd: str, fds: list) -> None:
         runpy.run_path(what, run_name="__main__")
 
 
+def fork_workers() -> None:
+    """In a forked torchrun: each worker whose command ``program`` names (``python -u fairseq-train ...``) and whose
+    environment is this launcher's but for what torch's agent adds is forked from this process, which has the server's
+    imports, in a session of its own as torch starts one (``start_new_session``); another worker starts as in torch."""
+    from torch.distributed.elastic.multiprocessing.subprocess_handler import subprocess_handler
+
+    popen = subprocess_handler.SubprocessHandler._popen
+
+    def forked_popen(handler, args: tuple, env: dict):
+        cmd = [str(arg) for arg in args]
+        changed = {key for key in {*env, *os.environ} if env.get(key) != os.environ.get(key)}
+        if program(cmd) is None or any(k not in WORKER_ENVIRONMENT and "TORCHELASTIC_" not in k for k in changed):
+            return popen(handler, args, env)
+        outputs = (handler._stdout or sys.stdout, handler._stderr or sys.stderr)  # a file of torch's --redirects
+        fds = [os.open(os.devnull, os.O_RDONLY), *(output.fileno() for output in outputs)]
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()
+            exit_as_the_interpreter(lambda: run_program(cmd, env, os.getcwd(), fds))
+        os.close(fds[0])
+        return ForkedChild(cmd, pid)
+
+    subprocess_handler.SubprocessHandler._popen = forked_popen
+
+
+class ForkedChild:
+    """``subprocess.Popen``'s pid, returncode, poll, wait and send_signal for a child this process forked."""
+
+    def __init__(self, args: list, pid: int):
+        self.args, self.pid, self.returncode = args, pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            self.returncode = os.waitstatus_to_exitcode(status) if pid else None
+        return self.returncode
+
+    def wait(self, timeout=None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+
+def exit_as_the_interpreter(main) -> None:
+    """In a process forked deep in another program (a launcher's agent): ``main()`` with the signal handlers of a new
+    interpreter, then the end an interpreter gives it (exit status, a traceback on stderr, atexit handlers, flushed
+    stdio), never returning into the program it was forked from."""
+    for signum, handler in FRESH_SIGNAL_HANDLERS.items():
+        if signal.getsignal(signum) is not handler:
+            signal.signal(signum, handler)
+    status = 0
+    try:
+        main()
+    except SystemExit as exit:
+        status = exit_status(exit.code)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        status = 1
+    threading._shutdown()  # the interpreter's end: its threads joined, then atexit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
+def exit_status(code) -> int:
+    """The exit status of ``sys.exit(code)``, as the interpreter sets it: a message goes to stderr, status 1."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    print(code, file=sys.stderr)
+    return 1
+
+
+def record_environment() -> None:
+    """This process's environment, where ``environment`` finds it (/proc shows the server's)."""
+    ENVIRONMENTS.mkdir(exist_ok=True)
+    (ENVIRONMENTS / f"{process_key(os.getpid())}.json").write_text(json.dumps(dict(os.environ)))
+
+
+def process_key(pid: int) -> str:
+    """The pid and start time (in clock ticks after boot, /proc/PID/stat): a process, even after its pid is reused."""
+    return f"{pid}-{Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[19]}"
+
+
+def environment(pid: int) -> dict:
+    """The environment process ``pid`` runs with: the one a forked process recorded, or the one in /proc."""
+    recorded = ENVIRONMENTS / f"{process_key(pid)}.json"
+    if recorded.exists():
+        return json.loads(recorded.read_text())
+    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
+
+
 if __name__ == "__main__":
+    FRESH_SIGNAL_HANDLERS = {s: signal.getsignal(s) for s in signal.valid_signals() if signal.getsignal(s) is not None}
     for module in PRELOAD:
         __import__(module)
     server_end = socket.socket(fileno=int(sys.argv[1]))

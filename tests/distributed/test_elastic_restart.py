@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from .fairseq_runs import NO_DROPOUT, UPDATES, tiny_lm_args
+from .fork_server import environment
 from .test_data_parallel import TORCHRUN, assert_same_checkpoints
 from .test_resume_data_parallel import GLOO, merged_updates, start_launcher, start_two_nodes
 
@@ -66,7 +67,7 @@ def worker(launchers, rank: int, not_pids=()) -> psutil.Process:
         for launcher in launchers:
             try:
                 for process in psutil.Process(launcher.pid).children():
-                    if process.environ().get("RANK") == str(rank) and process.pid not in not_pids:
+                    if environment(process.pid).get("RANK") == str(rank) and process.pid not in not_pids:
                         return process
             except psutil.NoSuchProcess:  # a launcher or a worker has just exited
                 pass

@@ -1,17 +1,20 @@
 """The fork server of ``train`` and ``start`` (fork_server.py): a run forked from it prints, saves and exits as a new
 fairseq-train process does, and its CPU seconds are counted (tests/cpu_time.py); a started one streams its output and
-dies of a signal as a process does."""
+dies of a signal as a process does; a forked torchrun's workers end as torch's started ones."""
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from .fairseq_runs import (UPDATES, command, fork_server, interval_checkpoint, logged_updates, model_weights,
                            tiny_lm_args)
-from .fork_server import FORKED_CPU_SECONDS
+from .fork_server import FORKED_CPU_SECONDS, environment
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -74,3 +77,41 @@ def test_a_started_program_streams_its_output_and_dies_of_a_signal_as_a_process(
         process.send_signal(signal.SIGTERM)
         ended[how] = (*printed, *process.communicate(timeout=30), process.returncode)
     assert ended["forked"] == ended["process"] == ("started ['a', 'b'] __main__ False\n", "to stderr\n", "", "", -15)
+
+
+WORKER = """import json, os, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+(out / f"rank{os.environ['RANK']}.json").write_text(json.dumps([os.getpid(), "fairseq_cli.train" in sys.modules]))
+while not (out / "go").exists():
+    time.sleep(0.05)
+print("rank", os.environ["RANK"], "of", os.environ["WORLD_SIZE"], __name__, flush=True)
+sys.exit(3 if os.environ["RANK"] == "1" else 0)
+"""
+
+
+@pytest.mark.parametrize("how", ["process", "forked"])
+def test_a_forked_torchruns_workers_are_forked_and_end_as_started_ones(how, tmp_path):
+    """torchrun's workers (``python -u SCRIPT``): forked by a forked torchrun (they have the server's imports), children
+    of it with their own environment (``environment``), printing and exiting as torch's started ones."""
+    (tmp_path / "worker.py").write_text(WORKER)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
+    cmd, env = [*torchrun, str(tmp_path / "worker.py"), str(tmp_path)], dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONUNBUFFERED"], pipes = "1", dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if how == "forked":
+        launcher = fork_server(cmd, env).start(cmd, env, **pipes)
+    else:
+        launcher = subprocess.Popen(cmd, env=env, text=True, **pipes)
+    recorded = {rank: tmp_path / f"rank{rank}.json" for rank in (0, 1)}
+    while not all(path.exists() for path in recorded.values()) and launcher.poll() is None:
+        time.sleep(0.05)
+    workers = {rank: json.loads(path.read_text()) for rank, path in recorded.items()}
+    for rank, (pid, _) in workers.items():
+        assert psutil.Process(pid).ppid() == launcher.pid
+        assert environment(pid)["RANK"] == str(rank) and environment(pid)["WORLD_SIZE"] == "2"
+    assert {preloaded for _, preloaded in workers.values()} == {how == "forked"}
+    (tmp_path / "go").touch()
+    stdout, stderr = launcher.communicate(timeout=60)
+    assert launcher.returncode == 1
+    assert sorted(stdout.splitlines()) == ["rank 0 of 2 __main__", "rank 1 of 2 __main__"]
+    assert re.search(r"rank\s*: 1 \(local_rank: 1\)\s+exitcode\s*: 3", stderr), stderr
