@@ -1,8 +1,8 @@
 """``make demo`` (fairseq_normformer.cli.demo) end to end, shrunk to seconds."""
 import math
+import os
 import re
 import subprocess
-import sys
 
 import pytest
 from fairseq.data import Dictionary
@@ -13,6 +13,7 @@ from fairseq_normformer.cli.demo import (NORMFORMER_FLAGS, Run, compare_at, comp
 from fairseq_normformer.corpus.stdlib import build_corpus
 from tests.cli.lm_params import expected_params
 from tests.conftest import REPO_ROOT, python_warnings
+from tests.distributed.fairseq_runs import forked_commands
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -21,8 +22,10 @@ TINY = ["--updates", "16", "--layers", "1", "--embed-dim", "32", "--heads", "4",
 
 
 def demo(workdir, *args) -> str:
-    cmd = [sys.executable, "-m", "fairseq_normformer.cli.demo", "--workdir", str(workdir), *TINY, *args]
-    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    """The demo as ``make demo`` runs it, its Python processes forked (``forked_commands``; the threads it sets)."""
+    env = forked_commands({**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    cmd = [env["PY"], "-m", "fairseq_normformer.cli.demo", "--workdir", str(workdir), *TINY, *args]
+    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, f"{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
     logs = [path.read_text() for path in workdir.glob("runs/*/*.log")]
     assert python_warnings(result.stdout, result.stderr, *logs) == []

@@ -3,6 +3,7 @@
 sentence_prediction (recipes/table2_glue.sh on the SameDoc task built from the corpus), fairseq's
 own masked_lm task with normformer_roberta, and normformer-export-hf into transformers (and its fill-mask pipeline)."""
 import importlib.util
+import os
 import re
 import shutil
 import sys
@@ -18,6 +19,7 @@ from fairseq_normformer.analysis.grad_curves import read_grad_norms
 from fairseq_normformer.cli import export_hf
 
 from ..conftest import REPO_ROOT, TINY, TRAIN, USER_DIR, pretrain, run_cli, valid_stats
+from ..distributed.fairseq_runs import forked_commands
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -33,11 +35,10 @@ def load_recipe(name):
 
 
 def run_script(args, env: dict):
-    """run_cli with extra environment variables (the recipes' settings)."""
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in env.items():
-            mp.setenv(key, str(value))
-        return run_cli(args)
+    """run_cli with extra environment variables (the recipes' settings); the Python programs the script starts by
+    name, PY's included, forked (``forked_commands``)."""
+    settings = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **{key: str(value) for key, value in env.items()}}
+    return run_cli(args, env=forked_commands({**os.environ, **settings}))
 
 
 @pytest.fixture(scope="module")

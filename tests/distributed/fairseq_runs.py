@@ -12,7 +12,7 @@ import torch
 from fairseq_normformer.cli import script
 
 from ..conftest import USER_DIR, python_warnings, run_cli
-from .fork_server import IGNORED, ForkServer, program
+from .fork_server import ForkServer, import_time, program
 
 BIN = Path(script("fairseq-train")).parent
 UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
@@ -84,14 +84,24 @@ def start_program(cmd, cwd=None, stderr=subprocess.STDOUT, **env):
 
 
 def fork_server(cmd, env):
-    """This test process's server for ``env`` (one per environment), or None if the server cannot run ``cmd``."""
-    if program(cmd) is None:
-        return None
-    key = frozenset((k, v) for k, v in env.items() if k not in IGNORED)
+    """This test process's server for ``env`` (``server_for``), or None if it cannot run ``cmd``."""
+    return server_for(env) if program(cmd) is not None else None
+
+
+def server_for(env: dict):
+    """This test process's server for the ``import_time`` part of ``env`` (one per part), or None if it ended."""
+    key = import_time(env)
     if key not in SERVERS:
         SERVERS[key] = ForkServer(env)
         atexit.register(SERVERS[key].close)
     return SERVERS[key] if SERVERS[key].serves(env) else None
+
+
+def forked_commands(env: dict) -> dict:
+    """``env`` where the Python programs a script or program starts by name (python, fairseq-train, torchrun, ...) are
+    forked from this test process's server when they can be (fork_server.py ``ForkServer.commands``)."""
+    server = server_for(env)
+    return server.commands(env) if server else env
 
 
 SERVERS = {}

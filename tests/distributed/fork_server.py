@@ -11,8 +11,11 @@ Run as a script, this file is the server: ``python -P fork_server.py FD``, FD it
 import atexit
 import gc
 import json
+import logging
 import os
 import pickle
+import re
+import selectors
 import signal
 import socket
 import subprocess
@@ -26,35 +29,57 @@ from pathlib import Path
 # import would set stderr (fairseq-hydra-train imports fairseq first, then hydra sets each job's log: the same for a
 # forked run, test_hydra_train.py); torch._dynamo is imported by the first optimizer
 PRELOAD = ("fairseq_cli.train", "torch._dynamo")
-IGNORED = {"PYTEST_CURRENT_TEST"}  # environment a run may differ in from the server's: read by no import
 FORKED_CPU_SECONDS = [0.0]  # of the runs that ended, their waited-for processes' included (tests/cpu_time.py)
-TORCHRUNS = {"torch.distributed.run", "torchrun", "torchrun.py"}  # the module, console script, runs/torchrun.py
+# torch's module and console script, ours (runs/torchrun.py) as a script and as a module
+TORCHRUNS = {"torch.distributed.run", "torchrun", "torchrun.py", "fairseq_normformer.runs.torchrun"}
 # what torch's agent adds to a worker's environment (LocalElasticAgent._start_workers): read by no import
 WORKER_ENVIRONMENT = {"RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
                       "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                       "TORCH_NCCL_ASYNC_ERROR_HANDLING"}  # and TORCHELASTIC_*
 ENVIRONMENTS = Path(tempfile.gettempdir(), f"forked-environments-{os.getuid()}")  # {pid}-{start time}.json
+FAIRSEQ_LOGGING_TO_STDOUT = {"train", "eval_lm", "interactive", "preprocess", "validate", "hydra_validate"}  # fairseq_cli.X
+PYTHON = sys.executable  # of the server's environment
+COMMAND = b"# a command of fork_server.py"  # the second line of each of ``commands``
+IMPORT_TIME = re.compile(r"PYTHON(?!PATH$)|OMP_|MKL_|KMP_|GOMP_|OPENBLAS_|ATEN_|ONEDNN_|DNNL_|PYTORCH_|TORCH_(?!NCCL_ASYNC)|"
+                         r"TORCHDYNAMO|TORCHINDUCTOR|CUDA|NCCL_|LD_|HF_|TRANSFORMERS_|TOKENIZERS_|LOGLEVEL$|LANG$|LC_|TMPDIR$")
 
 
 class ForkServer:
     """The client: ``start`` as ``subprocess.Popen`` and ``run`` as ``subprocess.run`` (text, output captured) for a
-    command ``program`` names and an environment equal to the server's but for IGNORED (``serves``)."""
+    command ``program`` names and an environment whose ``import_time`` part is the server's (``serves``)."""
 
     def __init__(self, env: dict):
-        self.env = env
+        self.env, self.folder = env, tempfile.TemporaryDirectory(prefix="fork-server-")
         self.socket, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.imports = tempfile.TemporaryFile()  # what the server's imports print
-        self.server = subprocess.Popen([sys.executable, "-P", __file__, str(theirs.fileno())], env=env,
-                                       pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=self.imports,
-                                       stderr=subprocess.STDOUT)  # fmt: skip
+        self.commands_socket = os.path.join(self.folder.name, "commands")
+        self.server = subprocess.Popen([sys.executable, "-P", __file__, str(theirs.fileno()), self.commands_socket],
+                                       env=env, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
+                                       stdout=self.imports, stderr=subprocess.STDOUT)  # fmt: skip
         theirs.close()
         assert self.socket.recv(16) == b"ready", "the fork server's imports failed"
         self.imports.seek(0)
         printed = self.imports.read().decode()
         assert not printed, f"importing {', '.join(PRELOAD)} printed (as every fairseq-train would):\n{printed}"
 
+    def commands(self, env: dict) -> dict:
+        """``env`` where python, fairseq's and our console scripts and torchrun are forked from this server when they
+        can be (forked_command.py; else started as they are): their folder first on PATH and as PY (the recipes'
+        python), where programs that start ``sys.executable`` or a console script beside it find it too."""
+        folder = Path(self.folder.name, "bin")
+        if not folder.exists():
+            folder.mkdir()
+            client = Path(__file__).with_name("forked_command.py")
+            scripts = [*Path(PYTHON).parent.glob("fairseq-*"), *Path(PYTHON).parent.glob("normformer-*")]
+            for name in ("python", "torchrun", *(script.name for script in scripts)):
+                (folder / name).write_text(f"#!{PYTHON} -I\n{COMMAND.decode()}\n"
+                                           f"exec(compile(open({str(client)!r}).read(), {str(client)!r}, 'exec'))\n")
+                (folder / name).chmod(0o755)
+        return dict(env, PATH=f"{folder}{os.pathsep}{env.get('PATH', '')}", PY=str(folder / "python"),
+                    FORK_SERVER=self.commands_socket)
+
     def serves(self, env: dict) -> bool:
-        return self.server.poll() is None and all(env.get(k) == self.env.get(k) for k in {*env, *self.env} - IGNORED)
+        return self.server.poll() is None and import_time(env) == import_time(self.env)
 
     def start(self, cmd: list, env: dict, cwd=None, stdout=None, stderr=None) -> "ForkedProcess":
         """``subprocess.Popen(cmd, env=env, cwd=cwd, stdout=stdout, stderr=stderr, stdin=DEVNULL, text=True)``;
@@ -96,6 +121,7 @@ class ForkServer:
     def close(self):
         self.socket.close()  # the server reads the end of its socket and exits
         self.server.wait()
+        self.folder.cleanup()
 
 
 class ForkedProcess:
@@ -153,73 +179,153 @@ class ForkedProcess:
 
 
 def program(cmd: list):
-    """(how, what) of the Python programs a server runs: ('script', PATH) for a console script or ``python [-P] PATH``
-    ('safe-script' with -P), ('module', NAME) for ``python -m NAME``; None for any other command. ``python -u ...``
-    (torchrun's workers) is the same program where stdout and stderr are unbuffered already (PYTHONUNBUFFERED)."""
-    if cmd[0] != sys.executable:
-        with open(cmd[0], "rb") as script:
-            return ("script", cmd[0]) if b"python" in script.readline() else None
+    """(how, what, argv) of the Python programs a server runs: ('script', PATH) for a console script or ``python
+    [-P] PATH`` ('safe-script' with -P), ('module', NAME) for ``python -m NAME``, and its ``sys.argv`` (before runpy
+    sets a module's file); None for any other command. ``python -u ...`` (torchrun's workers) is the same program where
+    stdout and stderr are unbuffered already (PYTHONUNBUFFERED). A command of ``commands`` is what it stands for."""
+    if real(cmd[0]) != PYTHON:
+        with open(real(cmd[0]), "rb") as script:
+            return ("script", real(cmd[0]), cmd) if b"python" in script.readline() else None
     if cmd[1:2] == ["-u"]:
         return program([cmd[0], *cmd[2:]]) if os.environ.get("PYTHONUNBUFFERED") else None
     if cmd[1:2] == ["-m"]:
-        return "module", cmd[2]
+        return "module", cmd[2], cmd[2:]
     if cmd[1:2] == ["-P"]:
-        return "safe-script", cmd[2]
-    return ("script", cmd[1]) if not cmd[1].startswith("-") else None
+        return "safe-script", real(cmd[2]), cmd[2:]
+    return ("script", real(cmd[1]), cmd[1:]) if not cmd[1].startswith("-") else None
 
 
-def serve(ours: socket.socket) -> None:
-    """Fork a process for each request until the client closes its end; a thread reports each one's pid and exit
-    status on the run's own socket."""
+def real(path: str) -> str:
+    """The console script or python of the server's environment that a command of ``commands`` stands for; else
+    ``path``."""
+    try:
+        with open(path, "rb") as command:
+            if command.readline().startswith(b"#!") and command.readline().strip() == COMMAND:
+                return os.path.join(os.path.dirname(PYTHON), os.path.basename(path))
+    except OSError:
+        pass
+    return path
+
+
+def serve(ours: socket.socket, commands: socket.socket) -> None:
+    """Fork a process for each request, the client's (the run's socket the last of its files) or a command's
+    (``commands``: a connection of forked_command.py, with its stdin, stdout and stderr), until the client closes its
+    end; a thread reports each one's pid and exit status on the run's socket. A command's environment may differ from
+    the server's in what no import reads (``import_time``); else it is refused, and starts as a new process."""
+    requests = selectors.DefaultSelector()
+    requests.register(ours, selectors.EVENT_READ)
+    requests.register(commands, selectors.EVENT_READ)
     while True:
-        request, fds, _, _ = socket.recv_fds(ours, 1 << 20, 5)
-        if not request:
-            return
-        report = socket.socket(fileno=fds.pop())
-        pid = os.fork()
-        if pid == 0:
-            ours.close(), report.close()
-            run_program(*pickle.loads(request), fds)
-            sys.exit(0)  # the program returned: the interpreter's end of a program that did not exit
-        for fd in fds:
-            os.close(fd)
-        report.send(b"%d" % pid)
-        threading.Thread(target=report_exit, args=(pid, report), daemon=True).start()
+        for key, _ in requests.select():
+            if key.fileobj is ours:
+                request, fds, _, _ = socket.recv_fds(ours, 1 << 20, 5)
+                if not request:
+                    return
+                report = socket.socket(fileno=fds[-1])
+                fork(pickle.loads(request), fds[:-1], [report, ours, commands, requests], killed_with_its_command=False)
+                continue
+            connection = commands.accept()[0]
+            request, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
+            cmd, env, cwd, executable = pickle.loads(request)
+            if program(cmd) is None or import_time(env) != import_time(STARTED_WITH):
+                connection.send(b"refused")
+                connection.close(), [os.close(fd) for fd in fds]
+            else:
+                fork((cmd, env, cwd, executable), fds, [connection, ours, commands, requests], killed_with_its_command=True)
 
 
-def report_exit(pid: int, report: socket.socket) -> None:
+def fork(request: tuple, fds: list, sockets: list, killed_with_its_command: bool) -> None:
+    """The run of ``request`` forked, with ``fds`` (stdin, stdout, stderr); ``sockets``: the run's and the server's."""
+    pid = os.fork()
+    if pid == 0:
+        for server_socket in sockets:
+            server_socket.close()
+        run_program(*request[:3], fds, *request[3:])
+        sys.exit(0)  # the program returned: the interpreter's end of a program that did not exit
+    for fd in fds:
+        os.close(fd)
+    report = sockets[0]
+    report.send(b"%d" % pid)
+    ended = threading.Event()
+    threading.Thread(target=report_exit, args=(pid, report, ended), daemon=True).start()
+    if killed_with_its_command:  # as a process is when SIGKILL ends the command that runs it
+        threading.Thread(target=kill_when_closed, args=(pid, report, ended), daemon=True).start()
+
+
+def report_exit(pid: int, report: socket.socket, ended: threading.Event) -> None:
+    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    ended.set()  # before the pid can be another process's
     _, status, usage = os.wait4(pid, 0)
-    report.send(b"%d %f" % (os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime))
+    try:
+        report.send(b"%d %f" % (os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime))
+    except OSError:  # a command that was killed
+        pass
+    report.shutdown(socket.SHUT_RDWR)
     report.close()
 
 
-def run_program(cmd: list, env: dict, cwd: str, fds: list) -> None:
-    """In the forked process: the program of ``cmd`` as the interpreter runs it, ``__main__``, ``sys.argv`` and
-    ``sys.path[0]`` included; its ``sys.exit`` ends this process as the interpreter ends one."""
+def kill_when_closed(pid: int, command: socket.socket, ended: threading.Event) -> None:
+    try:
+        command.recv(1)  # the command sends nothing: this returns when it ends
+    except OSError:
+        return
+    if not ended.is_set():
+        os.kill(pid, signal.SIGKILL)
+
+
+def import_time(env: dict) -> frozenset:
+    """The part of ``env`` an import may read (Python's, threads, torch's, CUDA's, locale, LOGLEVEL of fairseq's CLIs;
+    not PYTHONPATH: ``run_program`` sets it): a run whose part is the server's runs as a new process would."""
+    return frozenset((key, value) for key, value in env.items() if IMPORT_TIME.match(key))
+
+
+def run_program(cmd: list, env: dict, cwd: str, fds: list, executable=PYTHON) -> None:
+    """In the forked process: the program of ``cmd`` as the interpreter runs it (``sys.executable`` ``executable``),
+    ``__main__``, ``sys.argv``, ``sys.path`` (its PYTHONPATH) and the root logger included; its ``sys.exit`` ends this
+    process as the interpreter ends one."""
     import runpy
 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     gc.collect()  # garbage of the process forked from closes its files now, not later one of the run's on its number
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # as Popen's close_fds: a new process has no other file open
+    python_path = [path for path in STARTED_WITH.get("PYTHONPATH", "").split(os.pathsep) if path]
+    sys.path[:] = [*filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *(p for p in sys.path if p not in python_path)]
+    imports_set = {key: value for key, value in os.environ.items() if key not in STARTED_WITH}  # torch's cache dir
     os.environ.clear()
-    os.environ.update(env)
+    os.environ.update({**imports_set, **env})
     os.chdir(cwd)
     record_environment()
-    how, what = program(cmd)
-    cmd = cmd if cmd[1:2] != ["-u"] else [cmd[0], *cmd[2:]]
-    sys.orig_argv = cmd if cmd[0] == sys.executable else [sys.executable, *cmd]
-    if {what, os.path.basename(what)} & TORCHRUNS:
+    how, what, sys.argv = program(cmd)
+    sys.executable, sys.orig_argv = executable, [executable, *sys.argv]
+    root_logger_of(what)
+    if is_torchrun(what):
         fork_workers()
     if how == "module":
-        sys.argv = [what, *cmd[3:]]
         sys.path.insert(0, cwd)
         runpy.run_module(what, run_name="__main__", alter_sys=True)
     else:
-        sys.argv = cmd[cmd.index(what):]
         if how == "script":
             sys.path.insert(0, os.path.dirname(os.path.abspath(what)))
         runpy.run_path(what, run_name="__main__")
+
+
+def root_logger_of(what: str) -> None:
+    """The root logger as the program's own imports leave it: fairseq's CLIs log to stdout (fairseq_cli.train's
+    handler, the server's: they configure it before they import fairseq), torchrun leaves it unset, and a program
+    that imports fairseq first has fairseq's (fairseq/tasks/text_to_speech.py: the same format, INFO, on stderr)."""
+    root, name = logging.getLogger(), os.path.basename(what).replace("-", "_").removesuffix(".py")
+    handler, level = FAIRSEQ_CLI_LOGGING
+    if is_torchrun(what):
+        handler, level = None, logging.WARNING
+    elif name.removeprefix("fairseq_cli.").removeprefix("fairseq_") not in FAIRSEQ_LOGGING_TO_STDOUT:
+        handler, level = logging.StreamHandler(sys.stderr), logging.INFO
+        handler.setFormatter(FAIRSEQ_CLI_LOGGING[0].formatter)
+    root.handlers[:], root.level = [handler] if handler else [], level
+
+
+def is_torchrun(what: str) -> bool:
+    return bool({what, os.path.basename(what)} & TORCHRUNS)
 
 
 def fork_workers() -> None:
@@ -322,10 +428,20 @@ def environment(pid: int) -> dict:
     return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
 
 
+def listen(path: str) -> socket.socket:
+    commands = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    commands.bind(path)
+    commands.listen(64)
+    return commands
+
+
 if __name__ == "__main__":
+    STARTED_WITH = dict(os.environ)  # before the imports, which set some (TORCHINDUCTOR_CACHE_DIR)
     FRESH_SIGNAL_HANDLERS = {s: signal.getsignal(s) for s in signal.valid_signals() if signal.getsignal(s) is not None}
     for module in PRELOAD:
         __import__(module)
-    server_end = socket.socket(fileno=int(sys.argv[1]))
+    FAIRSEQ_CLI_LOGGING = logging.getLogger().handlers[0], logging.getLogger().level  # fairseq_cli.train's
+    server_end, path = socket.socket(fileno=int(sys.argv[1])), sys.argv[2]
+    commands = listen(path)
     server_end.send(b"ready")
-    serve(server_end)
+    serve(server_end, commands)

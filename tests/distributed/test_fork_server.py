@@ -1,6 +1,7 @@
 """The fork server of ``train`` and ``start`` (fork_server.py): a run forked from it prints, saves and exits as a new
 fairseq-train process does, and its CPU seconds are counted (tests/cpu_time.py); a started one streams its output and
-dies of a signal as a process does; a forked torchrun's workers end as torch's started ones."""
+dies of a signal as a process does; a forked torchrun's workers end as torch's started ones; a command a script starts
+by name is forked and ends as its program."""
 import json
 import os
 import re
@@ -12,8 +13,8 @@ import time
 import psutil
 import pytest
 
-from .fairseq_runs import (UPDATES, command, fork_server, interval_checkpoint, logged_updates, model_weights,
-                           tiny_lm_args)
+from .fairseq_runs import (UPDATES, command, fork_server, forked_commands, interval_checkpoint, logged_updates,
+                           model_weights, tiny_lm_args)
 from .fork_server import FORKED_CPU_SECONDS, environment
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -115,3 +116,30 @@ def test_a_forked_torchruns_workers_are_forked_and_end_as_started_ones(how, tmp_
     assert launcher.returncode == 1
     assert sorted(stdout.splitlines()) == ["rank 0 of 2 __main__", "rank 1 of 2 __main__"]
     assert re.search(r"rank\s*: 1 \(local_rank: 1\)\s+exitcode\s*: 3", stderr), stderr
+
+
+COMMAND = """import os, sys, time
+print(os.getpid(), sys.argv[1:], os.path.basename(sys.executable), "fairseq_cli.train" in sys.modules, flush=True)
+print(sys.stdin.readline().strip(), os.environ["ASKED"], file=sys.stderr, flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_a_command_on_path_is_forked_and_ends_as_its_program(signum, tmp_path):
+    """``python SCRIPT`` by name in a script's environment (``forked_commands``): forked by the server with its
+    arguments, environment, stdin, stdout and stderr; SIGTERM to the command ends the run with it, and so does
+    SIGKILL, which the command cannot forward."""
+    (tmp_path / "command.py").write_text(COMMAND)
+    env = forked_commands(dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", ASKED="yes"))
+    pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = subprocess.Popen(["python", str(tmp_path / "command.py"), "a"], env=env, text=True, **pipes)
+    command.stdin.write("read\n"), command.stdin.flush()
+    pid, argv, executable, preloaded = command.stdout.readline().split()
+    assert (argv, executable, preloaded) == ("['a']", "python", "True")
+    assert command.stderr.readline() == "read yes\n"
+    run = psutil.Process(int(pid))
+    assert run.pid != command.pid and run.ppid() != command.pid  # forked by the server, not started by the command
+    command.send_signal(signum)
+    assert command.wait(timeout=30) == -signum
+    run.wait(timeout=30)  # ended with it, else psutil.TimeoutExpired

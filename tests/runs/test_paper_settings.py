@@ -11,6 +11,7 @@ from fairseq import options
 
 from fairseq_normformer import checks, paper
 from tests.conftest import REPO_ROOT, USER_DIR, fairseq_config, recorded_command
+from tests.distributed.fairseq_runs import forked_commands
 
 PY = {"PY": sys.executable, "PYTHONPATH": f"{REPO_ROOT}:{os.environ.get('PYTHONPATH', '')}"}
 
@@ -76,7 +77,9 @@ def recipe_dry_run(recipe, out, **env):
 def launch_dry_run(script, arch, world):
     env = {**os.environ, **PY, "DRY_RUN": "1", "ARCH": arch, "USER_DIR": str(USER_DIR), "SLURM_NNODES": str(world // 8),
            "SLURM_NTASKS_PER_NODE": "8", "NODE_RANK": "0", "MASTER_ADDR": "node0",
-           "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"}  # fmt: skip
+           "PATH": f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
+           "PYTHONUNBUFFERED": "1"}  # fmt: skip
+    env = forked_commands(env)  # PY: the forked one
     result = subprocess.run(["bash", f"examples/slurm/{script}", "/data", "/save"], cwd=REPO_ROOT, env=env,
                             capture_output=True, text=True)  # fmt: skip
     assert result.returncode == 0, result.stderr
