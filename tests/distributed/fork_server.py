@@ -226,12 +226,12 @@ def serve(ours: socket.socket, commands: socket.socket) -> None:
                 continue
             connection = commands.accept()[0]
             request, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
-            cmd, env, cwd, executable = pickle.loads(request)
+            cmd, env, cwd, executable, ignored = pickle.loads(request)
             if program(cmd) is None or import_time(env) != import_time(STARTED_WITH):
                 connection.send(b"refused")
                 connection.close(), [os.close(fd) for fd in fds]
             else:
-                fork((cmd, env, cwd, executable), fds, [connection, ours, commands, requests], killed_with_its_command=True)
+                fork((cmd, env, cwd, executable, ignored), fds, [connection, ours, commands, requests], True)
 
 
 def fork(request: tuple, fds: list, sockets: list, killed_with_its_command: bool) -> None:
@@ -279,11 +279,14 @@ def import_time(env: dict) -> frozenset:
     return frozenset((key, value) for key, value in env.items() if IMPORT_TIME.match(key))
 
 
-def run_program(cmd: list, env: dict, cwd: str, fds: list, executable=PYTHON) -> None:
+def run_program(cmd: list, env: dict, cwd: str, fds: list, executable=PYTHON, ignored=()) -> None:
     """In the forked process: the program of ``cmd`` as the interpreter runs it (``sys.executable`` ``executable``),
-    ``__main__``, ``sys.argv``, ``sys.path`` (its PYTHONPATH) and the root logger included; its ``sys.exit`` ends this
-    process as the interpreter ends one."""
+    ``__main__``, ``sys.argv``, ``sys.path`` (its PYTHONPATH), the root logger and the ``ignored`` signals (which an
+    executed program inherits) included; its ``sys.exit`` ends this process as the interpreter ends one."""
     import runpy
+
+    for signum in ignored:
+        signal.signal(signum, signal.SIG_IGN)
 
     for target, fd in enumerate(fds):
         os.dup2(fd, target)

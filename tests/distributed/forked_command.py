@@ -1,7 +1,8 @@
 """A command of a fork server (fork_server.py ``ForkServer.commands``): python, a console script or torchrun on
 PATH, which asks the server (FORK_SERVER) to fork the program it stands for with this process's arguments, environment,
-working directory, stdin, stdout and stderr, and ends as it ends: its exit status, or death by the same signal. The
-signals a process is sent to stop or save (TERM, INT, HUP, QUIT, USR1, USR2) are forwarded to it; SIGKILL of this
+working directory, stdin, stdout, stderr and ignored signals, and ends as it ends: its exit status, or death by the
+same signal. The signals a process is sent to stop or save (TERM, INT, HUP, QUIT, USR1, USR2) are forwarded to it
+unless ignored; SIGKILL of this
 process kills it (the server sees the connection close). A program the server refuses (not Python's, or an
 environment its imports would read differently) is executed here instead, as the command would run it. Run by the
 python of the server's environment in isolated mode (-I): the standard library only."""
@@ -22,14 +23,15 @@ def forked_command(argv: list) -> int:
         server.connect(os.environ["FORK_SERVER"])
     except (KeyError, OSError):  # no server: the command as it is
         os.execv(real[0], real)
+    ignored = [signum for signum in signal.valid_signals() if signal.getsignal(signum) == signal.SIG_IGN]
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # until there is a run to forward them to
-    request = pickle.dumps((real, dict(os.environ), os.getcwd(), os.path.join(folder, "python")))
+    request = pickle.dumps((real, dict(os.environ), os.getcwd(), os.path.join(folder, "python"), ignored))
     socket.send_fds(server, [request], [0, 1, 2])
     reply = server.recv(64)
     if reply == b"refused":
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         os.execv(real[0], real)
-    for signum in FORWARDED:
+    for signum in set(FORWARDED) - set(ignored):  # an ignored one is the run's too, as an executed program's
         signal.signal(signum, lambda signum, _, pid=int(reply): os.kill(pid, signum))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     ended = server.recv(64)

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ import yaml
 from fairseq_normformer.runs.sweep import widen_grid
 from tests.conftest import REPO_ROOT, recorded_command, recorded_commands, run_cli
 from tests.corpus.test_text import first_paragraphs
-from tests.distributed.fairseq_runs import logged_updates
+from tests.distributed.fairseq_runs import forked_commands, logged_updates
 
 NORM_BENCH = REPO_ROOT / "recipes" / "sweeps" / "norm_bench.yaml"
 COMMITTED = REPO_ROOT / "docs" / "results" / "small" / "norm_bench" / "commands.sh"
@@ -162,7 +163,6 @@ def test_the_grid_recipes_and_their_helpers_loop_over_no_seed_lr_or_scheme():
 def test_norm_bench_sh_passes_peak_lr_and_warmup_to_the_stability_tests(tmp_path):
     """PEAK_LR and WARMUP, the recipe's documented overrides of the stability test, reach every stability point
     (normformer-sweep --stability-peak-lr, --stability-warmup-updates); the training points keep the spec's."""
-    import subprocess
     import sys
 
     env = {**os.environ, "DRY_RUN": "1", "PY": sys.executable, "PEAK_LR": "3", "WARMUP": "50"}
@@ -242,7 +242,6 @@ def test_table3s_stability_tests_run_every_seed_at_the_papers_table_3_settings(t
 def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, message):
     """One line naming the problem, exit 2, nothing written."""
     import re
-    import subprocess
 
     from tests.conftest import console_script, in_process
 
@@ -286,8 +285,10 @@ def local_sweep(tiny_lm_corpus, tmp_path_factory):
     watcher = threading.Thread(target=signal_the_job_of, args=(interrupted, SIGNAL_AT, finished))
     watcher.start()
     argv = ["normformer-sweep", spec, "--data", tiny_lm_corpus.data_bin, "--out", out, "--jobs", "2"]
-    try:
-        first = run_cli(argv, env={"OMP_NUM_THREADS": "1"})
+    env = forked_commands({**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    try:  # a process, its jobs and their fairseq-train forked (as submitit starts them: sys.executable, by path)
+        first = subprocess.run([Path(env["PY"]).with_name(argv[0]), *map(str, argv[1:])], env=env, capture_output=True,
+                               text=True, timeout=600, check=True)  # fmt: skip
     finally:
         finished.set()
         watcher.join()
