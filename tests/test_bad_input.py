@@ -1,11 +1,11 @@
 """Bad input meets an error that names the problem, and leaves existing checkpoints untouched.
 
 The CLIs' entry points (fairseq_cli's cli_main) run in this process: each case fails before
-training, and the exception (checks.BadInput) is the one line the CLI prints (checked once for real).
+training, and the exception (checks.BadInput) is the one line the CLI prints (checked for real in a few fairseq-train
+processes, forked: tests/distributed/fork_server.py).
 """
 import re
 import shutil
-import subprocess
 import sys
 
 import pytest
@@ -15,7 +15,8 @@ from fairseq_cli import eval_lm, train
 from fairseq_normformer.checks import BadInput
 
 from .conftest import USER_DIR
-from .distributed.fairseq_runs import BIN, common_args, logged_updates, tiny_bert_args, tiny_lm_args, train_in_process
+from .distributed import fairseq_runs
+from .distributed.fairseq_runs import common_args, logged_updates, tiny_bert_args, tiny_lm_args, train_in_process
 
 OTHER_DICTIONARY = r"dictionary of data directory '.*other-data' .* does not match .*checkpoint_last.pt"
 
@@ -79,11 +80,9 @@ def add_symbol(lines):  # one more symbol: fairseq reports "size mismatch ... ar
 
 @pytest.mark.slow
 def test_missing_data_directory_is_named_by_the_cli(tmp_path):
-    result = subprocess.run(
-        [BIN / "fairseq-train", tmp_path / "no-such-dir", "--user-dir", USER_DIR, "--task", "language_modeling",
-         "--arch", "normformer_lm", "--batch-size", "2", "--optimizer", "adam", "--cpu"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    args = [tmp_path / "no-such-dir", "--user-dir", USER_DIR, "--task", "language_modeling", "--arch", "normformer_lm",
+            "--batch-size", "2", "--optimizer", "adam", "--cpu"]  # fmt: skip
+    result = fairseq_runs.train(args, check=False)
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
     assert last_line == f"fairseq-train: error: data directory '{tmp_path / 'no-such-dir'}' does not exist"
@@ -95,9 +94,8 @@ def test_missing_data_directory_is_named_by_the_cli(tmp_path):
 @pytest.mark.slow
 def test_triton_layernorm_without_a_cuda_gpu_is_one_line(tiny_lm_corpus, tmp_path):
     """Issue 53: a 39-line traceback ending in ValueError."""
-    result = subprocess.run([BIN / "fairseq-train", *lm_args(tiny_lm_corpus.data_bin, tmp_path / "save",
-                                                             "--layernorm-impl", "triton")],
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+    args = lm_args(tiny_lm_corpus.data_bin, tmp_path / "save", "--layernorm-impl", "triton")
+    result = fairseq_runs.train(args, check=False)
     assert (result.returncode, result.stderr) == (
         1, "fairseq-train: error: --layernorm-impl=triton needs a CUDA GPU; use --layernorm-impl=torch or auto here\n")
     assert not (tmp_path / "save").exists()
@@ -170,9 +168,9 @@ def test_restore_file_truncated_is_refused(save_dir, tiny_lm_corpus, monkeypatch
 def test_truncated_checkpoint_is_one_line_from_the_cli(save_dir, tiny_lm_corpus):
     truncate(save_dir / "checkpoint_1_1.pt")
     before = snapshot(save_dir)
-    argv = [BIN / "fairseq-train", *lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3", "--restore-file",
-                                            save_dir / "checkpoint_1_1.pt")]  # fmt: skip
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    truncated = save_dir / "checkpoint_1_1.pt"
+    args = lm_args(tiny_lm_corpus.data_bin, save_dir, "--max-update", "3", "--restore-file", truncated)
+    result = fairseq_runs.train(args, check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-2000:]
     assert re.fullmatch(r"fairseq-train: error: checkpoint .*checkpoint_1_1.pt is truncated or corrupt \(.*\)\. "
                         r"It was left as it is: .*", result.stderr.strip().splitlines()[-1])  # fmt: skip

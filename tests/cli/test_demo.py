@@ -13,7 +13,7 @@ from fairseq_normformer.cli.demo import (NORMFORMER_FLAGS, Run, compare_at, comp
 from fairseq_normformer.corpus.stdlib import build_corpus
 from tests.cli.lm_params import expected_params
 from tests.conftest import REPO_ROOT, python_warnings
-from tests.distributed.fairseq_runs import forked_commands
+from tests.distributed.fairseq_runs import forked_commands, forked_subprocesses
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -21,9 +21,12 @@ TINY = ["--updates", "16", "--layers", "1", "--embed-dim", "32", "--heads", "4",
         "--batch-size", "4", "--dropout", "0", "--vocab-size", "200", "--max-chars", "20000"]  # fmt: skip
 
 
+THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}  # the demo's fairseq_env(1)
+
+
 def demo(workdir, *args) -> str:
     """The demo as ``make demo`` runs it, its Python processes forked (``forked_commands``; the threads it sets)."""
-    env = forked_commands({**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    env = forked_commands({**os.environ, **THREADS})
     cmd = [env["PY"], "-m", "fairseq_normformer.cli.demo", "--workdir", str(workdir), *TINY, *args]
     result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, f"{result.stdout[-5000:]}\n{result.stderr[-5000:]}"
@@ -67,14 +70,15 @@ def test_runs_stopped_after_different_updates_are_compared_where_both_validated(
     """Issue 53: a cap stopped Pre-LN after 568 and NormFormer after 537 of 600, both had validated at 516, and
     the demo printed no table. Two real runs stopped after different updates: compared at the last update both
     validated at (the end of epoch 1), on fairseq-train's valid perplexity there."""
-    corpus = build_corpus(tmp_path / "corpus", fmt="lm", vocab_size=200, max_chars=20000)
-    args = get_parser().parse_args(["--workdir", str(tmp_path), *TINY, "--tokens-per-sample", "64",
-                                    "--batch-size", "16"])  # fmt: skip
-    runs = [Run("preln", [], args.lr), Run("normformer", NORMFORMER_FLAGS, args.lr)]
-    for run, updates in zip(runs, (25, 15)):
-        args.updates = updates
-        train_side_by_side([(run, with_run_dir(run, train_command(run, corpus.data_bin, args), tmp_path))], 1)
-        run.results = training_results(run)
+    with forked_subprocesses(**THREADS):  # fairseq-preprocess and fairseq-train forked
+        corpus = build_corpus(tmp_path / "corpus", fmt="lm", vocab_size=200, max_chars=20000)
+        args = get_parser().parse_args(["--workdir", str(tmp_path), *TINY, "--tokens-per-sample", "64",
+                                        "--batch-size", "16"])  # fmt: skip
+        runs = [Run("preln", [], args.lr), Run("normformer", NORMFORMER_FLAGS, args.lr)]
+        for run, updates in zip(runs, (25, 15)):
+            args.updates = updates
+            train_side_by_side([(run, with_run_dir(run, train_command(run, corpus.data_bin, args), tmp_path))], 1)
+            run.results = training_results(run)
     args.updates = 25
     assert [run.results["updates"] for run in runs] == [25, 15]
     epoch_end = read_training_log(runs[1].dir / "train.log").epochs[0]["num_updates"]

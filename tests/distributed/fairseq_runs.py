@@ -1,8 +1,10 @@
 """Running fairseq-train on the tiny corpora, and reading back what it logged and saved."""
 import atexit
+import contextlib
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -102,6 +104,19 @@ def forked_commands(env: dict) -> dict:
     forked from this test process's server when they can be (fork_server.py ``ForkServer.commands``)."""
     server = server_for(env)
     return server.commands(env) if server else env
+
+
+@contextlib.contextmanager
+def forked_subprocesses(**env):
+    """In this test process, while in the block: what the code under test starts as ``sys.executable``, a console
+    script beside it or a command by name is forked (``forked_commands`` of this environment with ``env``: both
+    set here for the block, ``sys.executable`` its PY)."""
+    commands = forked_commands({**os.environ, **env})
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in commands.items():
+            patch.setenv(key, value)
+        patch.setattr(sys, "executable", commands["PY"])
+        yield
 
 
 SERVERS = {}

@@ -24,7 +24,7 @@ TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| ", re.M)
 
 def both(args_of, tmp_path) -> dict:
     """{how: CompletedProcess} of the same command as a new process and forked from the server."""
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")  # the server of train()
     new = subprocess.run(command(args_of(tmp_path / "process")), env=env, capture_output=True, text=True, timeout=300)
     forked = command(args_of(tmp_path / "forked"))
     return {"process": new, "forked": fork_server(forked, env).run(forked, env, None, 300)}
@@ -69,6 +69,7 @@ def test_a_started_program_streams_its_output_and_dies_of_a_signal_as_a_process(
     """``python -P SCRIPT``, as runs/torchrun.py is run, through Popen's interface."""
     (tmp_path / "program.py").write_text(PROGRAM)
     cmd, env = [sys.executable, "-P", str(tmp_path / "program.py"), "a", "b"], dict(os.environ, OMP_NUM_THREADS="1")
+    env["PYTHONUNBUFFERED"] = "1"
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ended = {}
     for how, process in (("process", subprocess.Popen(cmd, env=env, text=True, **pipes)),
