@@ -4,10 +4,12 @@ them once and forks each run from itself, as multiprocessing's forkserver does. 
 its pid, stdin, stdout, stderr, environment, working directory, ``__main__`` (the program, run as the interpreter runs
 it), signal handlers, threads, atexit handlers, children and exit status. The plugin is imported by the run
 (--user-dir), as in a new fairseq-train. What the server's imports print (a warning) is an error of every run started
-through it. A forked torchrun forks its workers too (``fork_workers``). What a forked process cannot show is its
-environment in /proc (the server's): ``environment`` reads the one it runs with.
+through it. A forked torchrun forks its workers too (``fork_workers``), and a script or program given ``commands``
+(python, torchrun and the console scripts on PATH: forked_command.py) has what it starts by name forked. What a forked
+process cannot show is its environment in /proc (the server's): ``environment`` reads the one it runs with.
 
-Run as a script, this file is the server: ``python -P fork_server.py FD``, FD its end of a SOCK_SEQPACKET socket."""
+Run as a script, this file is the server: ``python -P fork_server.py FD PATH``, FD its end of a SOCK_SEQPACKET socket
+to the client, PATH the socket it listens on for commands."""
 import atexit
 import gc
 import json
