@@ -185,9 +185,10 @@ def program(cmd: list):
     [-P] PATH`` ('safe-script' with -P), ('module', NAME) for ``python -m NAME``, and its ``sys.argv`` (before runpy
     sets a module's file); None for any other command. ``python -u ...`` (torchrun's workers) is the same program where
     stdout and stderr are unbuffered already (PYTHONUNBUFFERED). A command of ``commands`` is what it stands for."""
-    if real(cmd[0]) != PYTHON:
-        with open(real(cmd[0]), "rb") as script:
-            return ("script", real(cmd[0]), cmd) if b"python" in script.readline() else None
+    executable = real(cmd[0])
+    if executable != PYTHON:
+        with open(executable, "rb") as script:
+            return ("script", executable, cmd) if b"python" in script.readline() else None
     if cmd[1:2] == ["-u"]:
         return program([cmd[0], *cmd[2:]]) if os.environ.get("PYTHONUNBUFFERED") else None
     if cmd[1:2] == ["-m"]:
@@ -223,17 +224,20 @@ def serve(ours: socket.socket, commands: socket.socket) -> None:
                 request, fds, _, _ = socket.recv_fds(ours, 1 << 20, 5)
                 if not request:
                     return
-                report = socket.socket(fileno=fds[-1])
-                fork(pickle.loads(request), fds[:-1], [report, ours, commands, requests], killed_with_its_command=False)
+                report, server_sockets = socket.socket(fileno=fds[-1]), [ours, commands, requests]
+                fork(pickle.loads(request), fds[:-1], [report, *server_sockets], killed_with_its_command=False)
                 continue
             connection = commands.accept()[0]
             request, fds, _, _ = socket.recv_fds(connection, 1 << 20, 3)
             cmd, env, cwd, executable, ignored = pickle.loads(request)
-            if program(cmd) is None or import_time(env) != import_time(STARTED_WITH):
-                connection.send(b"refused")
-                connection.close(), [os.close(fd) for fd in fds]
-            else:
-                fork((cmd, env, cwd, executable, ignored), fds, [connection, ours, commands, requests], True)
+            if program(cmd) is not None and import_time(env) == import_time(STARTED_WITH):
+                request, server_sockets = (cmd, env, cwd, executable, ignored), [ours, commands, requests]
+                fork(request, fds, [connection, *server_sockets], killed_with_its_command=True)
+                continue
+            connection.send(b"refused")
+            connection.close()
+            for fd in fds:
+                os.close(fd)
 
 
 def fork(request: tuple, fds: list, sockets: list, killed_with_its_command: bool) -> None:
@@ -289,13 +293,13 @@ def run_program(cmd: list, env: dict, cwd: str, fds: list, executable=PYTHON, ig
 
     for signum in ignored:
         signal.signal(signum, signal.SIG_IGN)
-
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
     gc.collect()  # garbage of the process forked from closes its files now, not later one of the run's on its number
     os.closerange(3, os.sysconf("SC_OPEN_MAX"))  # as Popen's close_fds: a new process has no other file open
     python_path = [path for path in STARTED_WITH.get("PYTHONPATH", "").split(os.pathsep) if path]
-    sys.path[:] = [*filter(None, env.get("PYTHONPATH", "").split(os.pathsep)), *(p for p in sys.path if p not in python_path)]
+    ours = [path for path in env.get("PYTHONPATH", "").split(os.pathsep) if path]
+    sys.path[:] = [*ours, *(path for path in sys.path if path not in python_path)]
     imports_set = {key: value for key, value in os.environ.items() if key not in STARTED_WITH}  # torch's cache dir
     os.environ.clear()
     os.environ.update({**imports_set, **env})
