@@ -6,7 +6,8 @@ it), signal handlers, threads, atexit handlers, children and exit status. The pl
 (--user-dir), as in a new fairseq-train. What the server's imports print (a warning) is an error of every run started
 through it. A forked torchrun forks its workers too (``fork_workers``), and a script or program given ``commands``
 (python, torchrun and the console scripts on PATH: forked_command.py) has what it starts by name forked. What a forked
-process cannot show is its environment in /proc (the server's): ``environment`` reads the one it runs with.
+process cannot show is its environment in /proc (the server's): ``environment`` reads a forked torchrun worker's from
+the record its launcher keeps while it runs.
 
 Run as a script, this file is the server: ``python -P fork_server.py FD PATH``, FD its end of a SOCK_SEQPACKET socket
 to the client, PATH the socket it listens on for commands."""
@@ -304,7 +305,6 @@ def run_program(cmd: list, env: dict, cwd: str, fds: list, executable=PYTHON, ig
     os.environ.clear()
     os.environ.update({**imports_set, **env})
     os.chdir(cwd)
-    record_environment()
     how, what, sys.argv = program(cmd)
     sys.executable, sys.orig_argv = executable, [executable, *sys.argv]
     root_logger_of(what)
@@ -357,21 +357,24 @@ def fork_workers() -> None:
             os.setsid()
             exit_as_the_interpreter(lambda: run_program(cmd, env, os.getcwd(), fds))
         os.close(fds[0])
-        return ForkedChild(cmd, pid)
+        return ForkedChild(cmd, pid, record_environment(pid, env))
 
     subprocess_handler.SubprocessHandler._popen = forked_popen
 
 
 class ForkedChild:
-    """``subprocess.Popen``'s pid, returncode, poll, wait and send_signal for a child this process forked."""
+    """``subprocess.Popen``'s pid, returncode, poll, wait and send_signal for a child this process forked; the record
+    of its environment (``environment``) removed once it was waited for."""
 
-    def __init__(self, args: list, pid: int):
-        self.args, self.pid, self.returncode = args, pid, None
+    def __init__(self, args: list, pid: int, recorded: Path):
+        self.args, self.pid, self.recorded, self.returncode = args, pid, recorded, None
 
     def poll(self):
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
-            self.returncode = os.waitstatus_to_exitcode(status) if pid else None
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+                self.recorded.unlink(missing_ok=True)
         return self.returncode
 
     def wait(self, timeout=None) -> int:
@@ -417,10 +420,12 @@ def exit_status(code) -> int:
     return 1
 
 
-def record_environment() -> None:
-    """This process's environment, where ``environment`` finds it (/proc shows the server's)."""
+def record_environment(pid: int, env: dict) -> Path:
+    """The environment ``env`` of forked process ``pid``, where ``environment`` finds it (/proc shows the server's)."""
     ENVIRONMENTS.mkdir(exist_ok=True)
-    (ENVIRONMENTS / f"{process_key(os.getpid())}.json").write_text(json.dumps(dict(os.environ)))
+    recorded = ENVIRONMENTS / f"{process_key(pid)}.json"
+    recorded.write_text(json.dumps(env))
+    return recorded
 
 
 def process_key(pid: int) -> str:
@@ -429,7 +434,8 @@ def process_key(pid: int) -> str:
 
 
 def environment(pid: int) -> dict:
-    """The environment process ``pid`` runs with: the one a forked process recorded, or the one in /proc."""
+    """The environment process ``pid`` runs with: the one recorded for a torchrun worker forked (``fork_workers``), or
+    the one in /proc."""
     recorded = ENVIRONMENTS / f"{process_key(pid)}.json"
     if recorded.exists():
         return json.loads(recorded.read_text())
