@@ -110,12 +110,13 @@ def forked_commands(env: dict) -> dict:
 def forked_subprocesses(**env):
     """In this test process, while in the block: what the code under test starts as ``sys.executable``, a console
     script beside it or a command by name is forked (``forked_commands`` of this environment with ``env``: both
-    set here for the block, ``sys.executable`` its PY)."""
+    set here for the block, ``sys.executable`` its PY; with no server, they start as they are)."""
     commands = forked_commands({**os.environ, **env})
     with pytest.MonkeyPatch.context() as patch:
         for key, value in commands.items():
             patch.setenv(key, value)
-        patch.setattr(sys, "executable", commands["PY"])
+        if "FORK_SERVER" in commands:
+            patch.setattr(sys, "executable", commands["PY"])
         yield
 
 
