@@ -19,7 +19,7 @@ from fairseq_normformer.analysis.grad_curves import read_grad_norms
 from fairseq_normformer.cli import export_hf
 
 from ..conftest import REPO_ROOT, TINY, TRAIN, USER_DIR, pretrain, run_cli, valid_stats
-from ..distributed.fairseq_runs import forked_commands
+from ..distributed.fairseq_runs import RUN_ENV, forked_commands
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -37,7 +37,7 @@ def load_recipe(name):
 def run_script(args, env: dict):
     """run_cli with extra environment variables (the recipes' settings); the Python programs the script starts by
     name, PY's included, forked (``forked_commands``)."""
-    settings = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", **{key: str(value) for key, value in env.items()}}
+    settings = {**RUN_ENV, **{key: str(value) for key, value in env.items()}}
     return run_cli(args, env=forked_commands({**os.environ, **settings}))
 
 

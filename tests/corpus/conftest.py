@@ -3,7 +3,7 @@
 ``make test-fast`` builds one or two corpora, fewer than a server's start-up (~8 s of CPU) would pay for."""
 import pytest
 
-from ..distributed.fairseq_runs import forked_subprocesses
+from ..distributed.fairseq_runs import RUN_ENV, forked_subprocesses
 
 
 @pytest.fixture(autouse=True)
@@ -11,5 +11,5 @@ def forked_preprocess(request):
     if request.node.get_closest_marker("slow") is None:
         yield
         return
-    with forked_subprocesses(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1"):
+    with forked_subprocesses(**RUN_ENV):
         yield

@@ -18,6 +18,7 @@ from .fork_server import ForkServer, import_time, program
 
 BIN = Path(script("fairseq-train")).parent
 UPDATES = 4  # of the 1-process references (lm_reference, bert_reference in conftest.py) and the runs compared with them
+RUN_ENV = {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}  # of every run here: one thread (2 cores), unbuffered
 NO_DROPOUT = ["--dropout", "0", "--attention-dropout", "0", "--activation-dropout", "0"]
 SHARDED = ["--distributed-world-size", "2", "--distributed-backend", "gloo", "--ddp-backend", "fully_sharded"]
 
@@ -59,7 +60,7 @@ def train(args, launcher=(), check=True, **env) -> subprocess.CompletedProcess:
     """Run fairseq-train (behind ``launcher``) to the end, with ``env`` added; one thread per process (the test machine
     has 2 cores), unbuffered as torchrun's workers. The process (the launcher and its workers, with one) is forked from
     a server that has imported torch and fairseq (fork_server.py)."""
-    env, cmd = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env), command(args, launcher)
+    env, cmd = {**os.environ, **RUN_ENV, **env}, command(args, launcher)
     server = fork_server(cmd, env)
     if server:
         result = server.run(cmd, env, cwd=None, timeout=300)
@@ -78,7 +79,7 @@ def start(args, launcher=(), stderr=subprocess.STDOUT, **env):
 def start_program(cmd, cwd=None, stderr=subprocess.STDOUT, **env):
     """``cmd`` started as ``subprocess.Popen`` with its output unbuffered to a pipe (stderr to the same one, or its
     own: PIPE), ``env`` added and one thread; forked as in ``train``."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", **env)
+    env = {**os.environ, **RUN_ENV, **env}
     server = fork_server(cmd, env)
     if server:
         return server.start(cmd, env, cwd, subprocess.PIPE, stderr)

@@ -2,10 +2,9 @@
 PATH, which asks the server (FORK_SERVER) to fork the program it stands for with this process's arguments, environment,
 working directory, stdin, stdout, stderr and ignored signals, and ends as it ends: its exit status, or death by the
 same signal. The signals a process is sent to stop or save (TERM, INT, HUP, QUIT, USR1, USR2) are forwarded to it
-unless ignored; SIGKILL of this
-process kills it (the server sees the connection close). A program the server refuses (not Python's, or an
-environment its imports would read differently) is executed here instead, as the command would run it. Run by the
-python of the server's environment in isolated mode (-I): the standard library only."""
+unless ignored; SIGKILL of this process kills it (the server sees the connection close). A program the server refuses
+(not Python's, or an environment its imports would read differently) is executed here instead, as the command would
+run it. Run by the python of the server's environment in isolated mode (-I): the standard library only."""
 import os
 import pickle
 import signal

@@ -13,8 +13,8 @@ import time
 import psutil
 import pytest
 
-from .fairseq_runs import (UPDATES, command, fork_server, forked_commands, interval_checkpoint, logged_updates,
-                           model_weights, tiny_lm_args)
+from .fairseq_runs import (RUN_ENV, UPDATES, command, fork_server, forked_commands, interval_checkpoint,
+                           logged_updates, model_weights, tiny_lm_args)
 from .fork_server import FORKED_CPU_SECONDS, environment
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -24,7 +24,7 @@ TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \| ", re.M)
 
 def both(args_of, tmp_path) -> dict:
     """{how: CompletedProcess} of the same command as a new process and forked from the server."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")  # the server of train()
+    env = {**os.environ, **RUN_ENV}  # as train()'s
     new = subprocess.run(command(args_of(tmp_path / "process")), env=env, capture_output=True, text=True, timeout=300)
     forked = command(args_of(tmp_path / "forked"))
     return {"process": new, "forked": fork_server(forked, env).run(forked, env, None, 300)}
@@ -68,8 +68,7 @@ time.sleep(60)
 def test_a_started_program_streams_its_output_and_dies_of_a_signal_as_a_process(tmp_path):
     """``python -P SCRIPT``, as runs/torchrun.py is run, through Popen's interface."""
     (tmp_path / "program.py").write_text(PROGRAM)
-    cmd, env = [sys.executable, "-P", str(tmp_path / "program.py"), "a", "b"], dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONUNBUFFERED"] = "1"
+    cmd, env = [sys.executable, "-P", str(tmp_path / "program.py"), "a", "b"], {**os.environ, **RUN_ENV}
     pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ended = {}
     for how, process in (("process", subprocess.Popen(cmd, env=env, text=True, **pipes)),
@@ -98,8 +97,8 @@ def test_a_forked_torchruns_workers_are_forked_and_end_as_started_ones(how, tmp_
     of it with their own environment (``environment``), printing and exiting as torch's started ones."""
     (tmp_path / "worker.py").write_text(WORKER)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    cmd, env = [*torchrun, str(tmp_path / "worker.py"), str(tmp_path)], dict(os.environ, OMP_NUM_THREADS="1")
-    env["PYTHONUNBUFFERED"], pipes = "1", dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd, env = [*torchrun, str(tmp_path / "worker.py"), str(tmp_path)], {**os.environ, **RUN_ENV}
+    pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if how == "forked":
         launcher = fork_server(cmd, env).start(cmd, env, **pipes)
     else:
@@ -132,7 +131,7 @@ def test_a_command_on_path_is_forked_and_ends_as_its_program(signum, tmp_path):
     arguments, environment, stdin, stdout and stderr; SIGTERM to the command ends the run with it, and so does
     SIGKILL, which the command cannot forward."""
     (tmp_path / "command.py").write_text(COMMAND)
-    env = forked_commands(dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", ASKED="yes"))
+    env = forked_commands({**os.environ, **RUN_ENV, "ASKED": "yes"})
     pipes = dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     command = subprocess.Popen(["python", str(tmp_path / "command.py"), "a"], env=env, text=True, **pipes)
     command.stdin.write("read\n"), command.stdin.flush()

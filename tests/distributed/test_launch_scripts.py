@@ -14,7 +14,7 @@ from fairseq import options
 from fairseq_normformer.runs.launch import main as launch_arguments
 
 from ..conftest import REPO_ROOT, USER_DIR
-from .fairseq_runs import forked_commands, logged_updates
+from .fairseq_runs import RUN_ENV, forked_commands, logged_updates
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
 
@@ -24,7 +24,7 @@ AUTHORS_UPDATES = {HALF_MILLION: 572204, MILLION: 286102}
 
 def dry_run(script, env, *extra) -> subprocess.CompletedProcess:
     path = f"{Path(sys.executable).parent}:{os.environ['PATH']}"
-    settings = dict(DRY_RUN="1", LR="1e-3", USER_DIR=str(USER_DIR), PATH=path, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    settings = dict(DRY_RUN="1", LR="1e-3", USER_DIR=str(USER_DIR), PATH=path, **RUN_ENV)
     env = forked_commands({**os.environ, **settings, **env})
     return subprocess.run(["bash", f"examples/slurm/{script}", "/data-bin", "/checkpoints", "--seed", "3", *extra],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)  # fmt: skip  (a hang guard)
@@ -133,8 +133,7 @@ def free_port() -> int:
 def cpu_env(bin_dir=None, **env) -> dict:
     path = ":".join(filter(None, [bin_dir and str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]))
     clean = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
-    defaults = dict(CPU="1", ARCH="normformer_lm_gpt3_small", USER_DIR=str(USER_DIR), PATH=path, OMP_NUM_THREADS="1",
-                    PYTHONUNBUFFERED="1")  # fmt: skip
+    defaults = dict(CPU="1", ARCH="normformer_lm_gpt3_small", USER_DIR=str(USER_DIR), PATH=path, **RUN_ENV)
     return forked_commands({**clean, **defaults, **env})
 
 

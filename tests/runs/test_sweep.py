@@ -18,7 +18,7 @@ import yaml
 from fairseq_normformer.runs.sweep import widen_grid
 from tests.conftest import REPO_ROOT, recorded_command, recorded_commands, run_cli
 from tests.corpus.test_text import first_paragraphs
-from tests.distributed.fairseq_runs import forked_commands, logged_updates
+from tests.distributed.fairseq_runs import RUN_ENV, forked_commands, logged_updates
 
 NORM_BENCH = REPO_ROOT / "recipes" / "sweeps" / "norm_bench.yaml"
 COMMITTED = REPO_ROOT / "docs" / "results" / "small" / "norm_bench" / "commands.sh"
@@ -285,7 +285,7 @@ def local_sweep(tiny_lm_corpus, tmp_path_factory):
     watcher = threading.Thread(target=signal_the_job_of, args=(interrupted, SIGNAL_AT, finished))
     watcher.start()
     argv = ["normformer-sweep", spec, "--data", tiny_lm_corpus.data_bin, "--out", out, "--jobs", "2"]
-    env = forked_commands({**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"})
+    env = forked_commands({**os.environ, **RUN_ENV})
     try:  # a process, its jobs and their fairseq-train forked (as submitit starts them: sys.executable, by path)
         first = subprocess.run([Path(env["PY"]).with_name(argv[0]), *map(str, argv[1:])], env=env, capture_output=True,
                                text=True, timeout=600, check=True)  # fmt: skip
