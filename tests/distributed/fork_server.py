@@ -352,6 +352,8 @@ def fork_workers() -> None:
             return popen(handler, args, env)
         outputs = (handler._stdout or sys.stdout, handler._stderr or sys.stderr)  # a file of torch's --redirects
         fds = [os.open(os.devnull, os.O_RDONLY), *(output.fileno() for output in outputs)]
+        gc.collect()
+        gc.freeze()  # the launcher's objects too (as the server's): the worker's collections skip them
         pid = os.fork()
         if pid == 0:
             os.setsid()
@@ -456,6 +458,9 @@ if __name__ == "__main__":
     for module in PRELOAD:
         __import__(module)
     FAIRSEQ_CLI_LOGGING = logging.getLogger().handlers[0], logging.getLogger().level  # fairseq_cli.train's
+    gc.collect()
+    gc.freeze()  # as the gc module's docs advise a server that forks: a child's collections skip the imports' objects
+    atexit.register(gc.unfreeze)  # (its children's too) the interpreter's end frees them as a new process's does
     server_end, path = socket.socket(fileno=int(sys.argv[1])), sys.argv[2]
     commands = listen(path)
     server_end.send(b"ready")
