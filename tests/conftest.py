@@ -3,6 +3,7 @@
 settings (``TINY``, ``TRAIN``, ``pretrain``)."""
 import contextlib
 import copy
+import gc
 import io
 import logging
 import os
@@ -78,6 +79,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # uses one thread, so the processes do not oversubscribe the cores.
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     torch.set_num_threads(1)
+
+
+def pytest_collection_finish(session):
+    """The test process's collections skip what the imports and the collection made (gc.freeze), and run every
+    10,000 allocations instead of 700: the in-process runs allocate many short-lived cycles (omegaconf's config
+    nodes point to their parents), and CPython's collections took 12% of the CPU of the model tests
+    (docs/install.md). A process started from here (the fork servers' runs included) collects as any does."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(10_000, *gc.get_threshold()[1:])
 
 
 # Folders whose files run first: make test hands each file to one of its two processes in the collected order, and
