@@ -11,6 +11,10 @@ import torch
 from fairseq import checkpoint_utils, options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
+from hydra._internal.config_repository import CachingConfigRepository, ConfigRepository
+from hydra._internal.utils import create_config_search_path
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 from fairseq_normformer import fixes
 from fairseq_normformer.checks import BadInput
@@ -40,9 +44,9 @@ def resolve(symbol: str):
 
 def test_every_fix_is_installed_as_the_table_says():
     replaced = [name for fix in fixes.FIXES.values() for name in fix.replaces()]
-    # twenty-six fairseq symbols and torch's init_process_group rendezvous; with fairscale installed eight more: five of fairscale's FSDP, torch's
+    # twenty-six fairseq symbols, torch's init_process_group rendezvous and hydra's ConfigStore copy; with fairscale installed eight more: five of fairscale's FSDP, torch's
     # Tensor.record_stream, fairseq's Trainer.clip_grad_norm and FullyShardedDataParallel.__init__
-    assert len(replaced) == len(set(replaced)) == (35 if fixes.fairscale_fsdp else 27)  # each replaced by one fix
+    assert len(replaced) == len(set(replaced)) == (36 if fixes.fairscale_fsdp else 28)  # each replaced by one fix
     for fix in fixes.FIXES.values():
         for name, (_, _, replacement) in zip(fix.replaces(), fix.replacements):
             assert resolve(name) is replacement, name
@@ -187,6 +191,23 @@ def test_only_fairseqs_hydra_warnings_are_silenced():
     unfiltered = hydra_warnings_of_fairseqs_config(silenced=False)
     assert sum("hydra" in message.lower() or "deprecated" in message for message in unfiltered) >= 5
     assert hydra_warnings_of_fairseqs_config(silenced=True) == ["a warning of the user's own"]
+
+
+def test_composition_copies_no_config_store_and_composes_what_hydra_does(monkeypatch):
+    """config_store_copy: the repository hydra copies at each composition reads the store itself, so a config
+    stored after the copy is found (as hydra's main branch: its PR 2928 test), and fairseq's config is the same."""
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        "data", "--user-dir", str(USER_DIR), "--task", "language_modeling", "--arch", "normformer_lm", "--scale-heads",
+        "--optimizer", "adam", "--lr-scheduler", "inverse_sqrt"])  # fmt: skip
+    composed = OmegaConf.to_container(convert_namespace_to_omegaconf(args))
+    repository = CachingConfigRepository(ConfigRepository(create_config_search_path(None)))
+    ConfigStore.instance().store(name="stored_after_the_copy", node={"stored": "late"})
+    try:
+        assert repository.load_config("stored_after_the_copy").config == {"stored": "late"}
+    finally:
+        del ConfigStore.instance().repo["stored_after_the_copy.yaml"]
+    monkeypatch.delattr(ConfigStore, "__deepcopy__")
+    assert OmegaConf.to_container(convert_namespace_to_omegaconf(args)) == composed
 
 
 @pytest.mark.parametrize("first_byte, reason", [
