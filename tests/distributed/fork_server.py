@@ -437,11 +437,14 @@ def process_key(pid: int) -> str:
 
 def environment(pid: int) -> dict:
     """The environment process ``pid`` runs with: the one recorded for a torchrun worker forked (``fork_workers``), or
-    the one in /proc."""
-    recorded = ENVIRONMENTS / f"{process_key(pid)}.json"
-    if recorded.exists():
-        return json.loads(recorded.read_text())
-    entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    the one in /proc; ProcessLookupError once it has exited."""
+    try:
+        recorded = ENVIRONMENTS / f"{process_key(pid)}.json"
+        if recorded.exists():
+            return json.loads(recorded.read_text())
+        entries = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except FileNotFoundError:  # /proc/PID: the process was reaped
+        raise ProcessLookupError(f"no process {pid}") from None
     return dict(entry.decode().split("=", 1) for entry in entries if b"=" in entry)
 
 

@@ -69,7 +69,7 @@ def worker(launchers, rank: int, not_pids=()) -> psutil.Process:
                 for process in psutil.Process(launcher.pid).children():
                     if environment(process.pid).get("RANK") == str(rank) and process.pid not in not_pids:
                         return process
-            except psutil.NoSuchProcess:  # a launcher or a worker has just exited
+            except (psutil.NoSuchProcess, ProcessLookupError):  # a launcher or a worker has just exited
                 pass
         time.sleep(0.05)
     raise AssertionError(f"the launchers exited before rank {rank} was (re)started")
