@@ -91,6 +91,10 @@ def pytest_collection_finish(session):
     gc.set_threshold(10_000, *gc.get_threshold()[1:])
 
 
+def pytest_unconfigure(config):
+    gc.unfreeze()  # the interpreter's end frees what it froze (else nanobind, triton's bindings, reports leaks)
+
+
 # Folders whose files run first: make test hands each file to one of its two processes in the collected order, and
 # a long multi-process file started last keeps one core busy while the other has nothing left to run.
 FIRST_FOLDERS = ("distributed", "cli")

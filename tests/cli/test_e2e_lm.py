@@ -210,13 +210,13 @@ def test_hydra_train_builds_the_normformer(tiny_lm_corpus, tmp_path):
 
 @pytest.mark.slow
 def test_gpt3_small_normformer_preset_has_the_papers_parameters(tiny_lm_corpus, tmp_path):
-    """The 125M NormFormer preset through fairseq-train: built, logged and stepped once (one update on 8
-    tokens); its count is the Pre-LN GPT-3 shape's plus the NormFormer parameters. (The Pre-LN preset's
+    """The 125M NormFormer preset through fairseq-train (in this process): built, logged and stepped once (one update
+    on 8 tokens); its count is the Pre-LN GPT-3 shape's plus the NormFormer parameters. (The Pre-LN preset's
     count, and the difference, are checked in-process: tests/models/test_normformer_lm.py.)"""
-    out = cli(["fairseq-train", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, "--task", "language_modeling",
-               "--arch", "normformer_lm_gpt3_small", "--tokens-per-sample", "8", "--batch-size", "1",
-               "--max-update", "1", "--optimizer", "adam", "--lr", "1e-4", "--no-save", "--disable-validation",
-               "--num-workers", "0", "--save-dir", tmp_path])  # fmt: skip
+    out = run_cli(["fairseq-train", tiny_lm_corpus.data_bin, "--user-dir", USER_DIR, "--task", "language_modeling",
+                   "--arch", "normformer_lm_gpt3_small", "--tokens-per-sample", "8", "--batch-size", "1",
+                   "--max-update", "1", "--optimizer", "adam", "--lr", "1e-4", "--no-save", "--disable-validation",
+                   "--num-workers", "0", "--save-dir", tmp_path])  # fmt: skip
     vocab = vocab_size(tiny_lm_corpus)
     assert logged_params(out.stdout) == expected_params(vocab, 12, 768, 3072, 12, tied=True, normformer=True)
 

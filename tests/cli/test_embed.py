@@ -1,7 +1,6 @@
 """normformer-embed (fairseq_normformer/cli/embed.py): contextual vectors of a masked LM and a causal LM
 equal the states of a forward pass we make ourselves; words pool their SentencePiece pieces."""
 import functools
-import sys
 
 import numpy as np
 import pytest
@@ -122,8 +121,8 @@ def test_bad_input_names_the_problem_and_writes_nothing(checkpoints, tiny_bert_c
 
 def test_the_command_line_prints_what_it_wrote(checkpoints, tiny_bert_corpus, lines, tmp_path):
     out = tmp_path / "out"
-    result = run_cli([sys.executable, "-m", "fairseq_normformer.cli.embed", checkpoints["bert"], "-", out,
-                      "--spm-model", tiny_bert_corpus.spm_model], input=lines[0] + "\n")  # fmt: skip
+    result = run_cli(["normformer-embed", checkpoints["bert"], "-", out, "--spm-model", tiny_bert_corpus.spm_model],
+                     input=lines[0] + "\n")  # fmt: skip
     n_words = len(lines[0].split())
     assert f"word vectors of dimension 16 -> {out}" in result.stdout and f" and {n_words} word" in result.stdout
     assert np.load(out / "words.npy").shape == (n_words, 16)

@@ -5,8 +5,6 @@ are recomputed here from the written predictions (official-logic EM/F1 in tests/
 the entities)."""
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 import sentencepiece as spm
@@ -18,7 +16,7 @@ from fairseq_normformer.data.conll import read_conll
 from fairseq_normformer.data.swag import read_swag
 from fairseq_normformer.metrics import conll, squad
 
-from ..conftest import REPO_ROOT, TINY, TRAIN, USER_DIR, run_cli, valid_stats
+from ..conftest import TINY, TRAIN, USER_DIR, run_cli, valid_stats
 
 MAX_CHARS = 8_000  # of docstrings per task: ~400 characters of validation data
 # fairseq's default: its batch_by_size would drop a last validation batch of size % 8 (fixes/batches.py)
@@ -41,10 +39,7 @@ def finetune(corpus, checkpoint, data, save_dir, task, flags=()):
 
 
 def predict(*args):
-    cmd = [sys.executable, "-m", "fairseq_normformer.cli.predict", *map(str, args)]
-    result = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr[-4000:]
-    return result.stdout
+    return run_cli(["normformer-predict", *args]).stdout
 
 
 def test_squad_v2_fine_tunes_from_a_pretrained_checkpoint_and_predicts(tiny_bert_corpus, checkpoint, tmp_path):

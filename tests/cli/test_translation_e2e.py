@@ -2,8 +2,6 @@
 against fairseq's own transformer plus the operations table's formula), fairseq-generate's sacrebleu BLEU,
 fairseq-interactive translating a sentence, normformer-export-hf's AutoModelForSeq2SeqLM translating as fairseq."""
 import re
-import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sentencepiece as spm
@@ -15,9 +13,9 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from fairseq_normformer.analysis.training_log import read_generate_bleu
 from fairseq_normformer.modules.operations import OPERATIONS
-from tests.cli.test_e2e_lm import cli, json_records, logged_params
+from tests.cli.test_e2e_lm import json_records, logged_params
 from tests.cli.translation_corpus import SRC, TGT, build_reversal_corpus
-from tests.conftest import USER_DIR
+from tests.conftest import USER_DIR, run_cli
 from tests.models.translation_builders import build_translation_model
 
 pytestmark = pytest.mark.slow  # make test-fast leaves it out (docs/install.md)
@@ -36,12 +34,12 @@ def data_bin(tiny_lm_corpus, tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(data_bin, tmp_path_factory):
     save_dir = tmp_path_factory.mktemp("mt_checkpoints")
-    out = cli(["fairseq-train", data_bin, "--user-dir", USER_DIR, "--task", "translation", "-s", SRC, "-t", TGT,
-               "--arch", "normformer_transformer_iwslt_de_en", *SIZES, "--dropout", "0", "--optimizer", "adam",
-               "--lr", "3e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5", "--max-tokens", "800",
-               "--max-update", "30", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
-               "--seed", "1", "--num-workers", "0", "--log-format", "json", "--log-interval", "10",
-               "--no-epoch-checkpoints", "--save-dir", save_dir])  # fmt: skip
+    out = run_cli(["fairseq-train", data_bin, "--user-dir", USER_DIR, "--task", "translation", "-s", SRC, "-t", TGT,
+                   "--arch", "normformer_transformer_iwslt_de_en", *SIZES, "--dropout", "0", "--optimizer", "adam",
+                   "--lr", "3e-3", "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5", "--max-tokens", "800",
+                   "--max-update", "30", "--criterion", "label_smoothed_cross_entropy", "--label-smoothing", "0.1",
+                   "--seed", "1", "--num-workers", "0", "--log-format", "json", "--log-interval", "10",
+                   "--no-epoch-checkpoints", "--save-dir", save_dir])  # fmt: skip
     return out.stdout, save_dir / "checkpoint_last.pt"
 
 
@@ -63,17 +61,15 @@ def pairs_in_test_split(data_bin) -> int:
 
 @pytest.fixture(scope="module")
 def decoded(trained, data_bin, tiny_lm_corpus):
-    """The output of fairseq-generate (beam 5, lenpen 1.2, sacrebleu; its log on stderr after its stdout) and the
-    stdout of fairseq-interactive, run side by side."""
+    """The output of fairseq-generate (beam 5, lenpen 1.2, sacrebleu) and the stdout of fairseq-interactive."""
     common = [data_bin, "--user-dir", USER_DIR, "--path", trained[1], "-s", SRC, "-t", TGT, "--beam", "5"]
     generate = ["fairseq-generate", *common, "--gen-subset", "test", "--lenpen", "1.2", "--batch-size", "16",
                 "--remove-bpe", "sentencepiece", "--scoring", "sacrebleu"]  # fmt: skip
     interactive = ["fairseq-interactive", *common, "--bpe", "sentencepiece",
                    "--sentencepiece-model", tiny_lm_corpus.spm_model]  # fmt: skip
-    with ThreadPoolExecutor(2) as pool:
-        generated = pool.submit(cli, generate)
-        translated = pool.submit(cli, interactive, input="Return the number of items in the list.\n")
-        return generated.result().stdout + generated.result().stderr, translated.result().stdout
+    generated = run_cli(generate)
+    translated = run_cli(interactive, input="Return the number of items in the list.\n")
+    return generated.stdout + generated.stderr, translated.stdout
 
 
 def test_generate_translates_every_test_pair_and_prints_a_sacrebleu_bleu(decoded, data_bin):
@@ -106,9 +102,8 @@ def test_export_hf_translates_as_fairseq_greedy(trained, data_bin, tiny_lm_corpu
     """normformer-export-hf on the trained checkpoint: AutoTokenizer gives fairseq's source ids (pieces + </s>),
     generate() greedy equals fairseq's SequenceGenerator with beam 1 token for token, decode() its text."""
     out = tmp_path / "hf"
-    result = cli([sys.executable, "-m", "fairseq_normformer.cli.export_hf", trained[1], out,
-                  "--spm-model", tiny_lm_corpus.spm_model])  # fmt: skip
-    assert f"wrote {out}" in result.stderr
+    result = run_cli(["normformer-export-hf", trained[1], out, "--spm-model", tiny_lm_corpus.spm_model])
+    assert f"wrote {out}" in result.stdout  # its log
     models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(trained[1])])
     model, src_dict, tgt_dict = models[0].eval(), task.source_dictionary, task.target_dictionary
     tokenizer = AutoTokenizer.from_pretrained(out, trust_remote_code=True)

@@ -181,7 +181,7 @@ def consolidated(runs, tmp_path_factory):
     """normformer-consolidate of the per-layer sharded run's last checkpoint (checkpoint_1_4-shard{0,1}.pt)."""
     output = tmp_path_factory.mktemp("consolidated") / "checkpoint_full.pt"
     sharded = interval_checkpoint(runs["layers_sharded_state"], UPDATES)
-    result = run_cli([sys.executable, "-m", "fairseq_normformer.cli.consolidate", sharded, output])
+    result = run_cli(["normformer-consolidate", sharded, output])
     assert f"tensors of {sharded} written to {output}" in result.stdout
     return output
 

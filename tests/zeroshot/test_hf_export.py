@@ -3,7 +3,6 @@
 the checkpoint's logits and fairseq's greedy generation, and lm-evaluation-harness's own ``hf`` model
 the same log-likelihoods as our ``normformer`` adapter on the local task files; the tokenizer decodes as
 SentencePiece and transformers' text-generation pipeline reads what generate() and decode() read."""
-import sys
 
 import pytest
 import sentencepiece as spm
@@ -25,9 +24,8 @@ TEXTS = ["Return the number of items.", "A  path"]
 @pytest.fixture(scope="module")
 def export_dir(tiny_checkpoint, tiny_lm_corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("hf_export") / "normformer"
-    result = run_cli([sys.executable, "-m", "fairseq_normformer.cli.export_hf", tiny_checkpoint, out,
-                      "--spm-model", tiny_lm_corpus.spm_model])  # fmt: skip
-    assert f"wrote {out}" in result.stderr
+    result = run_cli(["normformer-export-hf", tiny_checkpoint, out, "--spm-model", tiny_lm_corpus.spm_model])
+    assert f"wrote {out}" in result.stdout  # its log
     return out
 
 
