@@ -458,6 +458,7 @@ def test_analyze_sweep_names_a_diverged_scheme_and_does_not_average_it(local_swe
     assert (tmp_path / "alone.md").read_text() in table
 
 
+@pytest.mark.slow
 def test_analyze_sweep_reads_the_runs_where_the_specs_run_dir_put_them(local_sweep, tiny_lm_corpus, tmp_path):
     """A spec's run_dir (mlm_small's and table7_hparams' "{name}-lr{lr}", no grid/) is where the tables are read from:
     the same tables as from the runs in grid/."""
