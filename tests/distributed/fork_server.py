@@ -282,16 +282,8 @@ def kill_when_closed(pid: int, command: socket.socket, ended: threading.Event) -
 
 def import_time(env: dict) -> frozenset:
     """The part of ``env`` an import may read (Python's, threads, torch's, CUDA's, locale, LOGLEVEL of fairseq's CLIs;
-    not PYTHONPATH: ``run_program`` sets it): a run whose part is the server's runs as a new process would. A torch
-    built without CUDA reads no CUDA_VISIBLE_DEVICES (submitit's local jobs set it, to "")."""
-    ignored = set() if torch_has_cuda() else {"CUDA_VISIBLE_DEVICES"}
-    return frozenset((key, value) for key, value in env.items() if IMPORT_TIME.match(key) and key not in ignored)
-
-
-def torch_has_cuda() -> bool:
-    import torch  # the server's and the tests' processes have imported it
-
-    return torch.version.cuda is not None or torch.version.hip is not None
+    not PYTHONPATH: ``run_program`` sets it): a run whose part is the server's runs as a new process would."""
+    return frozenset((key, value) for key, value in env.items() if IMPORT_TIME.match(key))
 
 
 def run_program(cmd: list, env: dict, cwd: str, fds: list, executable=PYTHON, ignored=()) -> None:
