@@ -275,7 +275,8 @@ FIXES = {
         "its config (every CLI at its start): 0.13 s of CPU a composition, and a copy that no "
         "later registration reaches",
         on_cpu="a deep copy of the ConfigStore, a singleton, is the store itself (hydra's main branch no longer "
-        "copies it); the composed config is the same",
+        "copies it), from the plugin's import on (not in fairseq-hydra-train's composition, before it loads the "
+        "plugin); the composed config is the same",
     ),
     "hydra_warnings": Fix(
         replacements=(),
