@@ -44,8 +44,9 @@ def resolve(symbol: str):
 
 def test_every_fix_is_installed_as_the_table_says():
     replaced = [name for fix in fixes.FIXES.values() for name in fix.replaces()]
-    # twenty-six fairseq symbols, torch's init_process_group rendezvous and hydra's ConfigStore copy; with fairscale installed eight more: five of fairscale's FSDP, torch's
-    # Tensor.record_stream, fairseq's Trainer.clip_grad_norm and FullyShardedDataParallel.__init__
+    # twenty-six fairseq symbols, torch's init_process_group rendezvous and hydra's ConfigStore copy; with fairscale
+    # installed eight more: five of fairscale's FSDP, torch's Tensor.record_stream, fairseq's Trainer.clip_grad_norm
+    # and FullyShardedDataParallel.__init__
     assert len(replaced) == len(set(replaced)) == (36 if fixes.fairscale_fsdp else 28)  # each replaced by one fix
     for fix in fixes.FIXES.values():
         for name, (_, _, replacement) in zip(fix.replaces(), fix.replacements):
