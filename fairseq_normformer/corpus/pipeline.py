@@ -2,9 +2,9 @@
 ``corpus.json`` manifest, and building into a temporary directory that is renamed into place (so an
 output directory is either absent or complete) or reusing a complete one built with the same settings.
 The corpora themselves: stdlib.py (docstrings, language modelling), gettext.py (translation)."""
+import importlib
 import json
-import subprocess
-import sys
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -57,14 +57,36 @@ def encode_pieces(model: Path, raw: Path, out: Path) -> int:
 def fairseq_preprocess(pieces_dir: Path, dest: Path, workers: int, language_args: Sequence[str], suffix=""):
     """fairseq-preprocess of ``pieces_dir``/{train,valid,test}``suffix``; the dictionaries come from the
     train split alone. ``language_args``: ``--only-source`` (with suffix ``.txt``: ``train.txt``, ...)
-    or ``--source-lang en --target-lang de ...`` (fairseq adds the suffixes: ``train.en``, ...)."""
-    cmd = [sys.executable, "-m", "fairseq_cli.preprocess", *language_args, "--destdir", str(dest),
-           "--workers", str(workers), "--dataset-impl", "mmap"]  # fmt: skip
+    or ``--source-lang en --target-lang de ...`` (fairseq adds the suffixes: ``train.en``, ...).
+    Run in this process (a new Python spent ~5 s of CPU importing torch and fairseq for it); its log goes to
+    ``dest``/preprocess.log alone, at INFO, as fairseq-preprocess writes it, and this process's logging stays as it
+    was (fairseq_cli.preprocess configures the root logger when imported, and adds a file handler per call)."""
+    argv = [*language_args, "--destdir", str(dest), "--workers", str(workers), "--dataset-impl", "mmap"]
     for split, flag in zip(SPLITS, ("--trainpref", "--validpref", "--testpref")):
-        cmd += [flag, str(pieces_dir / f"{split}{suffix}")]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise RuntimeError(f"fairseq-preprocess failed ({' '.join(cmd)}):\n{result.stdout}\n{result.stderr}")
+        argv += [flag, str(pieces_dir / f"{split}{suffix}")]
+    preprocess = import_keeping_the_root_logger("fairseq_cli.preprocess")
+    from fairseq import options  # imported with it
+
+    args = options.get_preprocessing_parser().parse_args(argv)
+    log = logging.getLogger("fairseq_cli.preprocess")
+    saved = log.handlers[:], log.level, log.propagate
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    try:
+        preprocess.main(args)
+    finally:
+        for handler in log.handlers[len(saved[0]) :]:
+            handler.close()
+        log.handlers[:], log.level, log.propagate = saved
+
+
+def import_keeping_the_root_logger(name: str):
+    """``import name``, the root logger's handlers and level set back after it (a CLI's logging.basicConfig)."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    module = importlib.import_module(name)
+    root.handlers[:], root.level = handlers, level
+    return module
 
 
 # --- Manifest, reuse, atomic build -----------------------------------------------------------------

@@ -2,6 +2,9 @@
 import ast
 import collections
 import json
+import logging
+import re
+import sys
 import sysconfig
 import textwrap
 
@@ -189,6 +192,29 @@ def test_failed_build_leaves_nothing_behind(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError, match="preprocess broke"):
         build_corpus(tmp_path / "out", max_chars=20_000, vocab_size=200)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_binarized_as_fairseq_preprocess_does_and_the_callers_logging_unchanged(tmp_path, monkeypatch):
+    """fairseq-preprocess runs in the builder's process: the same files as the console script writes from the same
+    pieces, its log (at INFO) in data-bin/preprocess.log alone, and the caller's logging as it was, in a process that
+    configured none (fairseq_cli.preprocess, imported anew, calls logging.basicConfig) with no handler left."""
+    root, preprocess_log = logging.getLogger(), logging.getLogger("fairseq_cli.preprocess")
+    monkeypatch.delitem(sys.modules, "fairseq_cli.preprocess", raising=False)
+    ours, level, handlers = root.handlers[:], root.level, preprocess_log.handlers[:]
+    root.handlers.clear()  # in place: pytest's capture handler is set back below
+    try:
+        paths = build_corpus(tmp_path / "built", max_chars=20_000, vocab_size=200)
+        assert (root.handlers, root.level, preprocess_log.handlers) == ([], level, handlers)
+    finally:
+        root.handlers[:] = ours
+    pieces = tmp_path / "built" / "pieces"
+    run_cli(["fairseq-preprocess", "--only-source", "--destdir", tmp_path / "cli", "--workers", "1", "--dataset-impl",
+             "mmap", *(arg for split in SPLITS for arg in (f"--{split}pref", pieces / f"{split}.txt"))], process=True)
+    for name in ("dict.txt", *(f"{split}.{ext}" for split in SPLITS for ext in ("bin", "idx"))):
+        assert (paths.data_bin / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+    logged = (paths.data_bin / "preprocess.log").read_text()
+    assert re.search(r"^\[None\] Dictionary: \d+ types$", logged, re.M) and "| INFO |" not in logged
 
 
 @pytest.mark.parametrize("kwargs, message", [
