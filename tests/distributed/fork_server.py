@@ -247,8 +247,7 @@ def fork(request: tuple, fds: list, sockets: list, killed_with_its_command: bool
     if pid == 0:
         for server_socket in sockets:
             server_socket.close()
-        run_program(*request[:3], fds, *request[3:])
-        sys.exit(0)  # the program returned: the interpreter's end of a program that did not exit
+        exit_as_the_interpreter(lambda: run_program(*request[:3], fds, *request[3:]))
     for fd in fds:
         os.close(fd)
     report = sockets[0]
@@ -393,9 +392,12 @@ class ForkedChild:
 
 
 def exit_as_the_interpreter(main) -> None:
-    """In a process forked deep in another program (a launcher's agent): ``main()`` with the signal handlers of a new
-    interpreter, then the end an interpreter gives it (exit status, a traceback on stderr, atexit handlers, flushed
-    stdio), never returning into the program it was forked from."""
+    """In a forked process (the server's, or a launcher's agent's): ``main()`` with the signal handlers of a new
+    interpreter, then the end an interpreter gives it (exit status, a traceback on stderr, its threads joined, atexit
+    handlers, flushed stdio, an uncaught KeyboardInterrupt's SIGINT), never returning into the program it was forked
+    from. Not the interpreter's teardown of its modules and objects (~1.3 s of CPU after torch and fairseq were
+    imported, py-spy): what a test reads is written by then (files closed, logging's flushed by its atexit handler),
+    and the end-to-end tests' real processes still end with a teardown."""
     for signum, handler in FRESH_SIGNAL_HANDLERS.items():
         if signal.getsignal(signum) is not handler:
             signal.signal(signum, handler)
@@ -404,13 +406,16 @@ def exit_as_the_interpreter(main) -> None:
         main()
     except SystemExit as exit:
         status = exit_status(exit.code)
-    except BaseException:
+    except BaseException as error:
         sys.excepthook(*sys.exc_info())
-        status = 1
-    threading._shutdown()  # the interpreter's end: its threads joined, then atexit
+        status = -signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    if status == -signal.SIGINT:  # as Py_RunMain ends after an uncaught KeyboardInterrupt
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
     os._exit(status)
 
 
@@ -463,7 +468,7 @@ if __name__ == "__main__":
     FAIRSEQ_CLI_LOGGING = logging.getLogger().handlers[0], logging.getLogger().level  # fairseq_cli.train's
     gc.collect()
     gc.freeze()  # as the gc module's docs advise a server that forks: a child's collections skip the imports' objects
-    atexit.register(gc.unfreeze)  # (its children's too) the interpreter's end frees them as a new process's does
+    atexit.register(gc.unfreeze)  # the server's end frees them (nanobind reports leaks otherwise)
     server_end, path = socket.socket(fileno=int(sys.argv[1])), sys.argv[2]
     commands = listen(path)
     server_end.send(b"ready")
