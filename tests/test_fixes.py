@@ -2,6 +2,7 @@
 NORMFORMER_CHECKPOINT_CHECKS switch in both states; fairseq's hydra warnings filtered, no others."""
 import argparse
 import importlib
+import importlib.util
 import os
 import re
 import warnings
@@ -11,6 +12,7 @@ import torch
 from fairseq import checkpoint_utils, options, tasks
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.trainer import Trainer
+from hydra._internal import utils as hydra_utils
 from hydra._internal.config_repository import CachingConfigRepository, ConfigRepository
 from hydra._internal.utils import create_config_search_path
 from hydra.core.config_store import ConfigStore
@@ -44,10 +46,10 @@ def resolve(symbol: str):
 
 def test_every_fix_is_installed_as_the_table_says():
     replaced = [name for fix in fixes.FIXES.values() for name in fix.replaces()]
-    # twenty-six fairseq symbols, torch's init_process_group rendezvous and hydra's ConfigStore copy; with fairscale
-    # installed eight more: five of fairscale's FSDP, torch's Tensor.record_stream, fairseq's Trainer.clip_grad_norm
-    # and FullyShardedDataParallel.__init__
-    assert len(replaced) == len(set(replaced)) == (36 if fixes.fairscale_fsdp else 28)  # each replaced by one fix
+    # twenty-six fairseq symbols, torch's init_process_group rendezvous, hydra's ConfigStore copy and its caller's
+    # frame (two names); with fairscale installed eight more: five of fairscale's FSDP, torch's Tensor.record_stream,
+    # fairseq's Trainer.clip_grad_norm and FullyShardedDataParallel.__init__
+    assert len(replaced) == len(set(replaced)) == (38 if fixes.fairscale_fsdp else 30)  # each replaced by one fix
     for fix in fixes.FIXES.values():
         for name, (_, _, replacement) in zip(fix.replaces(), fix.replacements):
             assert resolve(name) is replacement, name
@@ -209,6 +211,49 @@ def test_composition_copies_no_config_store_and_composes_what_hydra_does(monkeyp
         del ConfigStore.instance().repo["stored_after_the_copy.yaml"]
     monkeypatch.delattr(ConfigStore, "__deepcopy__")
     assert OmegaConf.to_container(convert_namespace_to_omegaconf(args)) == composed
+
+
+def hydras_own(function_name: str):
+    """hydra's function as hydra ships it (the plugin replaced it): hydra/_internal/utils.py loaded again."""
+    spec = importlib.util.spec_from_file_location("hydra_utils_as_shipped", hydra_utils.__file__)
+    shipped = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shipped)
+    return getattr(shipped, function_name)
+
+
+def caller_of_both(detectors, depth=1):
+    """What each detector finds ``depth`` frames above this function (hydra's stack_depth + 1), called from here."""
+    hydras, ours = detectors
+    return [hydras(depth + 1), ours(depth + 1)]
+
+
+class Caller:
+    def method(self, detectors):
+        return caller_of_both(detectors)
+
+
+@pytest.mark.parametrize("module_override", [None, "my_app.main"])
+def test_hydra_finds_its_callers_file_and_module_as_its_own_function_does(monkeypatch, module_override):
+    """hydra_caller_frame: the file and module hydra's initialize() reads of its caller, found from that frame alone,
+    are those hydra's inspect.stack() finds: a module's function, a method, a nested function (no module), code of
+    no file (exec'd), a caller two frames up, with and without HYDRA_MAIN_MODULE."""
+    if module_override:
+        monkeypatch.setenv("HYDRA_MAIN_MODULE", module_override)
+    detectors = [hydras_own("detect_calling_file_or_module_from_stack_frame"),
+                 hydra_utils.detect_calling_file_or_module_from_stack_frame]  # fmt: skip
+
+    def nested():
+        return caller_of_both(detectors)
+
+    exec_globals = {"caller_of_both": caller_of_both, "detectors": detectors}
+    exec("found = caller_of_both(detectors)", exec_globals)
+    cases = {"function": caller_of_both(detectors), "method": Caller().method(detectors), "nested": nested(),
+             "exec": exec_globals["found"], "two up": (lambda: caller_of_both(detectors, depth=2))()}  # fmt: skip
+    for name, (hydras, ours) in cases.items():
+        assert ours == hydras, name
+    assert cases["function"][1] == (__file__, module_override or __name__)
+    assert cases["exec"][1] == ("<string>", module_override)
+    assert cases["nested"][1] == (__file__, module_override)
 
 
 @pytest.mark.parametrize("first_byte, reason", [

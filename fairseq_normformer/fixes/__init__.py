@@ -4,11 +4,13 @@
 fixes, what it changes on CPU and on GPU, and its I/O cost. docs/fixes.md is the same table for
 readers; tests/test_fixes.py checks that what is installed is what the table says.
 """
+import importlib
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import fairseq_cli.train as fairseq_train
 import torch
+from hydra._internal import utils as hydra_utils
 from hydra.core.config_store import ConfigStore
 
 from fairseq import checkpoint_utils
@@ -29,12 +31,15 @@ from . import (
     cpu_training,
     data_position,
     distributed,
+    hydra_caller,
     optimizer_state,
     safe_globals,
     save_on_signal,
 )
 from .checkpoints import CHECKS_SWITCH
 from .warning_filters import silence_fairseq_hydra_warnings, silence_library_warnings
+
+hydra_initialize = importlib.import_module("hydra.initialize")  # the module (the package's ``initialize`` is a class)
 
 try:  # fairscale: the fsdp extra (requirements/fsdp.txt), fairseq's --ddp-backend fully_sharded
     from . import fairscale_fsdp
@@ -277,6 +282,16 @@ FIXES = {
         on_cpu="a deep copy of the ConfigStore, a singleton, is the store itself (hydra's main branch no longer "
         "copies it), from the plugin's import on (not in fairseq-hydra-train's composition, before it loads the "
         "plugin); the composed config is the same",
+    ),
+    "hydra_caller_frame": Fix(
+        replacements=(
+            (hydra_utils, "detect_calling_file_or_module_from_stack_frame", hydra_caller.calling_file_or_module),
+            (hydra_initialize, "detect_calling_file_or_module_from_stack_frame", hydra_caller.calling_file_or_module),
+        ),
+        bug="hydra 1.3's initialize(), which fairseq calls each time it composes its config, reads its caller's file "
+        "from inspect.stack(): the source file and module of every frame of the stack, and for a frame of no file "
+        "(python -m's, an exec'd string's) a scan of sys.modules: 14 ms of CPU per such frame",
+        on_cpu="only the caller's frame is read (sys._getframe); the file and module found are hydra's",
     ),
     "hydra_warnings": Fix(
         replacements=(),
