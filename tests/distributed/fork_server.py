@@ -353,12 +353,19 @@ def fork_workers() -> None:
         fds = [os.open(os.devnull, os.O_RDONLY), *(output.fileno() for output in outputs)]
         gc.collect()
         gc.freeze()  # the launcher's objects too (as the server's): the worker's collections skip them
+        recorded, go = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.setsid()
+            os.close(go)
+            os.read(recorded, 1)  # its environment is recorded before its program runs (``environment`` reads it)
             exit_as_the_interpreter(lambda: run_program(cmd, env, os.getcwd(), fds))
         os.close(fds[0])
-        return ForkedChild(cmd, pid, record_environment(pid, env))
+        child = ForkedChild(cmd, pid, record_environment(pid, env))
+        os.write(go, b"r")
+        os.close(go)
+        os.close(recorded)
+        return child
 
     subprocess_handler.SubprocessHandler._popen = forked_popen
 
