@@ -86,6 +86,39 @@ def test_the_norm_bench_spec_prints_the_commands_the_recipe_recorded(tmp_path):
     assert recorded_commands(out / "commands.sh")[1:] == [recorded_command(line)[0] for line in result.stdout.splitlines()[1:]]
 
 
+NORM_BENCH_LONG = REPO_ROOT / "recipes" / "sweeps" / "norm_bench_long.yaml"
+
+
+def without(args: list, *flags: str) -> list:
+    """``args`` without each of ``flags`` and its value."""
+    dropped = {i + k for i, a in enumerate(args) if a in flags for k in (0, 1)}
+    return [a for i, a in enumerate(args) if i not in dropped]
+
+
+def test_the_long_runs_are_the_benchs_runs_of_their_schemes_ten_times_longer(tmp_path):
+    """norm_bench_long.yaml (issue 50: does the early lead persist?): Pre-LN, NormFormer and the sandwich norm, each at
+    the LR the bench trained its seeds at (docs/results/small/norm_bench/commands.sh), seeds 1 and 2; each point the
+    bench's run of that scheme, LR and seed with a schedule 10x longer (3,000 updates, warmup and validation every
+    300), a checkpoint every 300 updates (the last kept) and no gradient-norm records."""
+    out = tmp_path / "norm_bench_long-small"
+    result = run_cli(["normformer-sweep", NORM_BENCH_LONG, "--scale", "small", "--dry-run", "--out", out])
+    printed = points_of(result.stdout.splitlines(), str(out))
+    bench = points_of(COMMITTED.read_text().splitlines(), "work/recipes/norm_bench-small")
+    seeds_lr = {re.fullmatch(r"grid/(\w+)-lr(.+)/seed2", p).groups() for p in bench if re.match(r"grid/.*/seed2$", p)}
+    best = {scheme: lr for scheme, lr in seeds_lr if scheme in ("preln", "normformer", "sandwich")}
+    assert sorted(printed) == sorted(f"grid/{s}-lr{lr}{seed}" for s, lr in best.items() for seed in ("", "/seed2"))
+    longer = {"--warmup-updates": "300", "--total-num-update": "3000", "--max-update": "3000",
+              "--validate-interval-updates": "300"}  # fmt: skip
+    for run_dir, args in printed.items():
+        flag = dict(zip(args, args[1:]))  # a flag given twice: its last value, as argparse reads it
+        assert {k: flag[k] for k in longer} == longer
+        assert (flag["--save-interval-updates"], flag["--keep-interval-updates"]) == ("300", "1")
+        benchs = without(bench[run_dir], "--grad-norm-interval", "--grad-norm-file")
+        benchs = [longer.get(benchs[i - 1], arg) if i else arg for i, arg in enumerate(benchs)]
+        assert without(args, "--save-interval-updates", "--keep-interval-updates") == without(
+            benchs, "--save-interval-updates"), run_dir
+
+
 LR_SENSITIVITY = REPO_ROOT / "recipes" / "sweeps" / "lr_sensitivity.yaml"
 LADDER = ["1e-4", "2e-4", "5e-4", "1e-3", "2e-3", "5e-3", "1e-2", "2e-2", "5e-2", "1e-1"]
 STUDY_SCHEMES = {  # issue 50's schemes, each one's switches on top of Pre-LN (docs/model.md)
@@ -130,7 +163,7 @@ def test_the_lr_sensitivity_spec_trains_every_scheme_at_every_lr_of_each_width(t
             for size in ("w32", "w64")} == {"1", "2"}  # fmt: skip
 
 
-GRID_RECIPES = ("norm_bench", "lr_sensitivity", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability",
+GRID_RECIPES = ("norm_bench", "norm_bench_long", "lr_sensitivity", "mlm_small", "table7_hparams", "table5_ablations", "fig2_time_to_target", "table3_lr_stability",
                 "table8_wikitext103")
 BASH_LOOP = re.compile(r"\bfor\s+(?:\(\(([^)]*)|(\w+)\s+in\s+([^;\n]*))")  # for ((...)) or for NAME in WORDS
 
