@@ -7,7 +7,6 @@ import re
 import shutil
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import sentencepiece as spm
@@ -62,22 +61,24 @@ def cli(args, **kwargs):
     return run_cli(args, env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, process=True, **kwargs)
 
 
-def run_side_by_side(*arg_lists) -> list:
-    with ThreadPoolExecutor(len(arg_lists)) as pool:
-        return list(pool.map(cli, arg_lists))
-
-
 @pytest.fixture(scope="module")
 def trained(tiny_lm_corpus, tmp_path_factory):
-    """{'preln'|'normformer': (fairseq-train stdout, save dir)} after 40 updates on the tiny corpus."""
+    """{'preln'|'normformer': (fairseq-train stdout, save dir)} after 40 updates on the tiny corpus, each run trained
+    when a test first asks for it (make test-fast trains NormFormer only: the Pre-LN tests are slow)."""
     root = tmp_path_factory.mktemp("train")
-    flags = {"preln": [], "normformer": NORMFORMER_FLAGS}
-    outs = run_side_by_side(*(train_args(tiny_lm_corpus.data_bin, root / n, *f) for n, f in flags.items()))
-    assert python_warnings(*(text for out in outs for text in (out.stdout, out.stderr))) == []
-    return {name: (out.stdout, root / name) for name, out in zip(flags, outs)}
+
+    class Runs(dict):
+        def __missing__(self, name):
+            flags = {"preln": [], "normformer": NORMFORMER_FLAGS}[name]
+            out = cli(train_args(tiny_lm_corpus.data_bin, root / name, *flags))
+            assert python_warnings(out.stdout, out.stderr) == []
+            self[name] = (out.stdout, root / name)
+            return self[name]
+
+    return Runs()
 
 
-@pytest.mark.parametrize("name", ["preln", "normformer"])
+@pytest.mark.parametrize("name", [pytest.param("preln", marks=pytest.mark.slow), "normformer"])
 def test_train_counts_parameters_and_lowers_the_loss(trained, tiny_lm_corpus, name):
     stdout, save_dir = trained[name]
     normformer = name == "normformer"
@@ -134,8 +135,9 @@ def test_interactive_samples_continuations_of_raw_text_reproducibly(trained, tin
     assert detokenized[0] != detokenized[1]  # sampled, not searched: the same prompt twice, two continuations
 
 
-@pytest.mark.parametrize("name, normalization", [("preln", "Pre-LN, layernorm"),
-                                                 ("normformer", "Pre-LN, layernorm, --scale-heads --scale-attn --scale-fc")])
+@pytest.mark.parametrize("name, normalization", [
+    pytest.param("preln", "Pre-LN, layernorm", marks=pytest.mark.slow),
+    ("normformer", "Pre-LN, layernorm, --scale-heads --scale-attn --scale-fc")])  # fmt: skip
 def test_from_pretrained_logs_one_line_naming_the_model(trained, tiny_lm_corpus, caplog, name, normalization):
     """Issue 53: fairseq's from_pretrained logged the whole config as one INFO line of several KB, with a
     decoder_normalize_before: False that a Pre-LN normformer_lm never reads."""
