@@ -291,7 +291,8 @@ FIXES = {
         bug="hydra 1.3's initialize(), which fairseq calls each time it composes its config, reads its caller's file "
         "from inspect.stack(): the source file and module of every frame of the stack, and for a frame of no file "
         "(python -m's, an exec'd string's) a scan of sys.modules: 14 ms of CPU per such frame",
-        on_cpu="only the caller's frame is read (sys._getframe); the file and module found are hydra's",
+        on_cpu="only the caller's frame is read (sys._getframe), from the plugin's import on (fairseq-hydra-train "
+        "finds its task function's file before it loads the plugin, as hydra does); the file and module are hydra's",
     ),
     "hydra_warnings": Fix(
         replacements=(),
