@@ -80,6 +80,35 @@ def test_a_started_program_streams_its_output_and_dies_of_a_signal_as_a_process(
     assert ended["forked"] == ended["process"] == ("started ['a', 'b'] __main__ False\n", "to stderr\n", "", "", -15)
 
 
+ENDINGS = """import atexit, sys, threading, time
+atexit.register(print, "atexit", flush=True)
+threading.Thread(target=lambda: (time.sleep(0.2), print("thread", flush=True))).start()
+how = sys.argv[1]
+if how == "exit":
+    sys.exit("a message")
+if how == "error":
+    raise ValueError("an error")
+if how == "interrupt":
+    raise KeyboardInterrupt
+"""
+
+
+def test_a_forked_program_ends_in_each_way_as_a_process(tmp_path):
+    """The interpreter's end, without its teardown (``exit_as_the_interpreter``): a thread still running is joined,
+    then the atexit handlers; ``sys.exit(MESSAGE)`` prints it and exits 1, an exception's traceback ends in its line and
+    exits 1, an uncaught KeyboardInterrupt ends the process by SIGINT; a program that returns exits 0."""
+    (tmp_path / "endings.py").write_text(ENDINGS)
+    env = {**os.environ, **RUN_ENV}
+    for how, (last_line, status) in {"returned": ("", 0), "exit": ("a message", 1), "error": ("ValueError: an error", 1),
+                                     "interrupt": ("KeyboardInterrupt", -signal.SIGINT)}.items():  # fmt: skip
+        cmd = [sys.executable, str(tmp_path / "endings.py"), how]
+        ended = {"process": subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60),
+                 "forked": fork_server(cmd, env).run(cmd, env, None, 60)}  # fmt: skip
+        for run in ended.values():
+            assert (run.stdout, run.stderr.strip().splitlines()[-1:], run.returncode) == (
+                "thread\natexit\n", [last_line] if last_line else [], status), (how, run)
+
+
 WORKER = """import json, os, sys, time
 from pathlib import Path
 out = Path(sys.argv[1])
