@@ -104,7 +104,7 @@ def test_the_long_runs_are_the_benchs_runs_of_their_schemes_ten_times_longer(tmp
     result = run_cli(["normformer-sweep", NORM_BENCH_LONG, "--scale", "small", "--dry-run", "--out", out])
     printed = points_of(result.stdout.splitlines(), str(out))
     bench = points_of(COMMITTED.read_text().splitlines(), "work/recipes/norm_bench-small")
-    seeds_lr = {re.fullmatch(r"grid/(\w+)-lr(.+)/seed2", p).groups() for p in bench if re.match(r"grid/.*/seed2$", p)}
+    seeds_lr = [m.groups() for p in bench if (m := re.fullmatch(r"grid/(\w+)-lr(.+)/seed2", p))]
     best = {scheme: lr for scheme, lr in seeds_lr if scheme in ("preln", "normformer", "sandwich")}
     assert sorted(printed) == sorted(f"grid/{s}-lr{lr}{seed}" for s, lr in best.items() for seed in ("", "/seed2"))
     longer = {"--warmup-updates": "300", "--total-num-update": "3000", "--max-update": "3000",
