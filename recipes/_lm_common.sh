@@ -113,9 +113,11 @@ analyze() { run "$BIN/normformer-analyze" "$@"; }
 # sweep SPEC [normformer-sweep ARGS...]: the recipe's grid, recipes/sweeps/SPEC.yaml, run by normformer-sweep
 # (docs/cluster.md) into OUT at SCALE: SEEDS seeds, JOBS points at a time, UPDATES updates (DRY_RUN=1: printed, not
 # run); the paper scale on DATA, with WORLD_SIZE GPUs (default 8) that fairseq-train spawns a process for each,
-# GPU_MEM_GB, BATCH_SIZE, TOKENS_PER_SAMPLE and MAX_UPDATE as above. The spec's reports (its tables) follow.
+# GPU_MEM_GB, BATCH_SIZE, TOKENS_PER_SAMPLE and MAX_UPDATE as above; RUNS_ARCHIVE=DIR: each settled run kept there
+# without its checkpoints and restored from there first (normformer-sweep --archive). The spec's reports follow.
 sweep() {
-  local args=("$REPO/recipes/sweeps/$1.yaml" --scale "$SCALE" --out "$OUT" --seeds "$SEEDS" --jobs "$JOBS")
+  local args=("$REPO/recipes/sweeps/$1.yaml" --scale "$SCALE" --out "$OUT" --seeds "$SEEDS" --jobs "$JOBS"
+    ${RUNS_ARCHIVE:+--archive "$RUNS_ARCHIVE"})
   shift
   if [ "$SCALE" = paper ]; then
     args+=(--data "${DATA:?set DATA to a fairseq-preprocess output directory (the paper used a private corpus)}"

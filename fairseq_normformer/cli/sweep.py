@@ -56,6 +56,9 @@ def get_parser() -> argparse.ArgumentParser:
                        help="a variable of the spec's strings, over the spec's and the scale's (e.g. an LR grid)")
     where.add_argument("--out", type=Path, help="the sweep's directory (default: work/recipes/NAME-SCALE)")
     where.add_argument("--report-dir", type=Path, help="where commands.sh and the spec's reports go (default: --out)")
+    where.add_argument("--archive", type=Path, metavar="DIR",
+                       help="keep each settled run there without its checkpoints (DIR/CORPUS/RUN.tar.xz), and first "
+                       "restore the runs it holds of this sweep's corpus: a study continues on another machine")
     how = p.add_argument_group("how to run it")
     how.add_argument("--executor", choices=("local", "slurm"), default="local",
                      help="local: submitit jobs on this machine (default); slurm: one SLURM array through submitit")
@@ -87,6 +90,7 @@ def setup_of(args, spec: dict) -> sweep.Setup:
         args.gpu_memory, args.seeds, args.updates, args.dry_run, stability_overrides(args), overrides=variables(args.set),
         report_dir=args.report_dir and args.report_dir.resolve(), spawn=args.world_size, batch_size=args.batch_size,
         tokens_per_sample=args.tokens_per_sample, remote_data=args.remote_data, schemes=args.schemes, extra=args.extra,
+        archive=args.archive and args.archive.resolve(),
     )  # fmt: skip
 
 

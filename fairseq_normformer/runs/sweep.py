@@ -24,6 +24,7 @@ import yaml
 from .. import memory_plan, paper
 from . import run_dir as rd
 from . import sweep_job
+from .archive import Archive, corpus_id
 from .sweep_job import Point, TrainJob, settled
 
 cloudpickle.register_pickle_by_value(sweep_job)  # a job imports submitit, not fairseq (sweep_job.py)
@@ -68,6 +69,7 @@ class Setup:
     remote_data: bool = False  # --data is a path of the machines that run the points: not checked here
     schemes: Optional[List[str]] = None  # --schemes: the spec's schemes to run (default: all)
     extra: list = field(default_factory=list)  # fairseq-train arguments after `--`, added to every point's
+    archive: Optional[Path] = None  # --archive: where settled runs are kept without checkpoints (runs/archive.py)
 
     @property
     def world_size(self) -> int:
@@ -486,20 +488,23 @@ def widen_grid(lrs: List[str], position: str, ladder: List[str]) -> List[str]:
 
 
 # --- executors ------------------------------------------------------------------------------------------
-def run_local(points: List[Point], jobs: int, folder: Path) -> List[str]:
-    """Each point as a submitit LocalExecutor job, ``jobs`` at a time (no time limit: a week); the errors of
-    those that failed."""
+def run_local(points: List[Point], jobs: int, folder: Path, kept: Optional[Archive] = None) -> List[str]:
+    """Each point as a submitit LocalExecutor job, ``jobs`` at a time (no time limit: a week), each settled one
+    kept in ``kept`` as it ends; the errors of those that failed."""
     executor = submitit.LocalExecutor(folder)
     executor.update_parameters(timeout_min=7 * 24 * 60)
-    pending, running, errors = list(points), [], []
+    pending, running, errors = list(points), {}, []
     while pending or running:
         while pending and len(running) < jobs:
-            running.append(executor.submit(TrainJob(), pending.pop(0)))
+            point = pending.pop(0)
+            running[executor.submit(TrainJob(), point)] = point
         time.sleep(0.2)
         for job in [job for job in running if job.done()]:
-            running.remove(job)
+            point = running.pop(job)
             if job.exception() is not None:
                 errors.append(str(job.exception()).strip().splitlines()[-1])
+            if kept is not None and point.finished:
+                kept.update(point.run_dir)
     return errors
 
 
@@ -584,9 +589,25 @@ def report(setup: Setup, grid: Grid):
             subprocess.run(command, check=True)
 
 
+def archive_of(setup: Setup) -> Optional[Archive]:
+    """--archive (not in a dry run): the archive of the sweep's corpus, its runs restored into --out, then each settled
+    run of --out kept there (those a call without --archive trained)."""
+    if setup.archive is None or setup.dry_run:
+        return None
+    if setup.remote_data:
+        raise SpecError("--archive names runs by the corpus they trained on, which --remote-data leaves unread here")
+    kept = Archive(setup.archive, corpus_id(data_dir(setup)), setup.out)
+    print(f"normformer-sweep: {kept.restore()} runs restored from {kept.root / kept.corpus}", file=sys.stderr)
+    for marker in (sweep_job.DONE, sweep_job.DIVERGED):
+        for run_dir in sorted(path.parent for path in setup.out.rglob(marker)):
+            kept.update(run_dir)
+    return kept
+
+
 def sweep_local(setup: Setup, jobs: int):
     """Run the sweep's points on this machine until none is left; widened grids and the points that wait for a
-    grid's best start as soon as their grid is settled."""
+    grid's best start as soon as their grid is settled. With --archive, its runs first, and each settled run kept."""
+    kept = archive_of(setup)
     while True:
         found = grids(setup)
         points = [p for grid in found for p in grid.points()]
@@ -598,14 +619,15 @@ def sweep_local(setup: Setup, jobs: int):
                 report(setup, grid)
             return
         record(setup, todo)
-        errors = run_local(todo, jobs, setup.out / "submitit")
+        errors = run_local(todo, jobs, setup.out / "submitit", kept)
         if errors:
             raise RuntimeError(f"{len(errors)} points failed; the first: {errors[0]}")
 
 
 def sweep_slurm(setup: Setup, parameters: dict):
     """Submit, as one SLURM array, the points that can start now and are neither done nor queued; once every point
-    is done, write the spec's reports."""
+    is done, write the spec's reports. With --archive, its runs first, and each settled run kept."""
+    archive_of(setup)
     found, folder = grids(setup), setup.out / "slurm"
     points = [p for grid in found for p in grid.points()]
     todo = [p for p in points if not p.finished and (setup.dry_run or not queued(p, folder))]

@@ -362,6 +362,43 @@ def test_a_rerun_of_a_finished_sweep_submits_nothing(local_sweep):
 
 
 @pytest.mark.slow
+def test_an_archive_carries_the_finished_runs_to_another_directory_where_a_lost_run_is_trained_and_kept(
+        local_sweep, tiny_lm_corpus, tmp_path):  # fmt: skip
+    """--archive: the finished grid kept without its checkpoints, a run an archive under the corpus's id; a sweep into
+    another directory restores it and trains nothing; a run lost there and from the archive is trained again, equal to
+    the first, and kept as it ends."""
+    import tarfile
+
+    from fairseq_normformer.runs.archive import corpus_id
+
+    out, archive, elsewhere = local_sweep["out"], tmp_path / "archive", tmp_path / "elsewhere"
+    argv = ["normformer-sweep", local_sweep["spec"], "--data", tiny_lm_corpus.data_bin, "--archive", archive]
+    assert "4 points done, 0 to run" in run_cli([*argv, "--out", out]).stderr
+    kept = archive / corpus_id(tiny_lm_corpus.data_bin)
+    runs = [f"grid/{name}-lr{lr}" for name in ("normformer", "preln") for lr in ("1e-3", "3e-3")]
+    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*.tar.xz")) == [f"{run}.tar.xz" for run in runs]
+    for run in runs:
+        files = [p for p in (out / run).rglob("*") if p.is_file() and "checkpoints" not in p.relative_to(out).parts]
+        with tarfile.open(kept / f"{run}.tar.xz") as tar:
+            assert sorted(tar.getnames()) == sorted(str(p.relative_to(out / run)) for p in files)
+    result = run_cli([*argv, "--out", elsewhere])
+    assert "4 runs restored" in result.stderr and "4 points done, 0 to run" in result.stderr
+    assert not list((elsewhere / "submitit").glob("*_submitted.pkl"))
+    assert all((elsewhere / run / "train.log").read_bytes() == (out / run / "train.log").read_bytes() for run in runs)
+    lost = "grid/preln-lr1e-3"
+    for path in ((elsewhere / lost / name) for name in ("train.log", "diagnostics.jsonl", "done")):
+        path.unlink()
+    (kept / f"{lost}.tar.xz").unlink()
+    result = run_cli([*argv, "--out", elsewhere], env={"OMP_NUM_THREADS": "1"})
+    assert "0 runs restored" in result.stderr and "4 points done, 0 to run" in run_cli([*argv, "--out", elsewhere]).stderr
+    assert len(list((elsewhere / "submitit").glob("*_submitted.pkl"))) == 1
+    with tarfile.open(kept / f"{lost}.tar.xz") as tar:
+        retrained = tar.extractfile("train.log").read().decode()
+    losses = {u: s["loss"] for u, s in logged_updates((out / lost / "train.log").read_text()).items()}
+    assert sorted(losses) == list(range(1, UPDATES + 1)) and {u: s["loss"] for u, s in logged_updates(retrained).items()} == losses
+
+
+@pytest.mark.slow
 def test_analyze_sweep_writes_the_tables_ppl_table_and_lr_grid_write(local_sweep):
     """normformer-analyze sweep against the subcommands the recipe ran on the same logs (the best LR by lr-grid)."""
     out, root = local_sweep["out"], local_sweep["root"]
