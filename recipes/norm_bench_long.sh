@@ -6,12 +6,13 @@
 #
 # The runs are recipes/sweeps/norm_bench_long.yaml, run by normformer-sweep on this machine, JOBS at a time (the same
 # spec runs on SLURM: docs/cluster.md): Pre-LN, NormFormer and the sandwich norm, each at its best LR of the
-# 300-update bench, 4 layers x 256, 3,000 updates (300 of warmup, then polynomial decay; validation every 300),
-# SEEDS seeds. OUT/schemes.md: each scheme's final validation perplexity and its difference to Pre-LN, paired by
+# 300-update bench (3e-3, 6e-3, 6e-3) and the latter two at Pre-LN's too, 4 layers x 256, 3,000 updates (300 of
+# warmup, then polynomial decay; validation every 300); then SEEDS seeds at each one's best LR of those. OUT/schemes.md: each scheme's final validation perplexity and its difference to Pre-LN, paired by
 # seed; OUT/schemes_curves.png; OUT/time_to_target/SCHEME/: the fraction of Pre-LN's updates a scheme needs to reach
 # Pre-LN's final perplexity (normformer-analyze sweep). A run saves a checkpoint every 300 updates, so a second
-# call continues what the first did not finish (finished runs are reused: recipes/_run_dir.sh). About 50-75
-# minutes a run on 2 CPU cores with two at a time: 2.5-4 hours for the 6 runs.
+# call continues what the first did not finish (finished runs are reused: recipes/_run_dir.sh; RUNS_ARCHIVE=DIR
+# carries them to another machine: docs/cluster.md). About 60 minutes a run on 2 CPU cores with two at a time
+# (measured on an AVX2 EPYC): about 4 hours for the 8 runs.
 SCALES="tiny small" SEEDS="${SEEDS:-2}"
 source "$(dirname "$0")/_lm_common.sh"
 sweep norm_bench_long

@@ -97,24 +97,32 @@ def without(args: list, *flags: str) -> list:
 
 def test_the_long_runs_are_the_benchs_runs_of_their_schemes_ten_times_longer(tmp_path):
     """norm_bench_long.yaml (issue 50: does the early lead persist?): Pre-LN, NormFormer and the sandwich norm, each at
-    the LR the bench trained its seeds at (docs/results/small/norm_bench/commands.sh), seeds 1 and 2; each point the
-    bench's run of that scheme, LR and seed with a schedule 10x longer (3,000 updates, warmup and validation every
-    300), a checkpoint every 300 updates (the last kept) and no gradient-norm records."""
+    the LR the bench trained its seeds at (docs/results/small/norm_bench/commands.sh), NormFormer and the sandwich norm
+    at Pre-LN's too, then seed 2 at each one's best LR of that grid; each point the bench's run of that scheme, LR and
+    seed with a schedule 10x longer (3,000 updates, warmup and validation every 300), a checkpoint every 300 updates
+    (the last kept) and no gradient-norm records."""
     out = tmp_path / "norm_bench_long-small"
     result = run_cli(["normformer-sweep", NORM_BENCH_LONG, "--scale", "small", "--dry-run", "--out", out])
     printed = points_of(result.stdout.splitlines(), str(out))
     bench = points_of(COMMITTED.read_text().splitlines(), "work/recipes/norm_bench-small")
     seeds_lr = [m.groups() for p in bench if (m := re.fullmatch(r"grid/(\w+)-lr(.+)/seed2", p))]
     best = {scheme: lr for scheme, lr in seeds_lr if scheme in ("preln", "normformer", "sandwich")}
-    assert sorted(printed) == sorted(f"grid/{s}-lr{lr}{seed}" for s, lr in best.items() for seed in ("", "/seed2"))
+    grid = {f"grid/{s}-lr{lr}" for s in best for lr in {best[s], best["preln"]}}
+    assert {p for p in printed if not p.endswith("/seed2")} == grid and len(grid) == 5
+    seeds = {p[: -len("/seed2")] for p in printed if p.endswith("/seed2")}  # the dry run's best: the grid's middle LR
+    assert seeds <= grid and {p.split("-lr")[0] for p in seeds} == {f"grid/{s}" for s in best} and len(printed) == 8
     longer = {"--warmup-updates": "300", "--total-num-update": "3000", "--max-update": "3000",
               "--validate-interval-updates": "300"}  # fmt: skip
     for run_dir, args in printed.items():
         flag = dict(zip(args, args[1:]))  # a flag given twice: its last value, as argparse reads it
         assert {k: flag[k] for k in longer} == longer
         assert (flag["--save-interval-updates"], flag["--keep-interval-updates"]) == ("300", "1")
-        benchs = without(bench[run_dir], "--grad-norm-interval", "--grad-norm-file")
+        seed_1 = run_dir.removesuffix("/seed2")
+        benchs = without(bench[seed_1], "--grad-norm-interval", "--grad-norm-file")
         benchs = [longer.get(benchs[i - 1], arg) if i else arg for i, arg in enumerate(benchs)]
+        if run_dir != seed_1:  # the bench's seed 1 as its seed 2 runs: in its seed directory, with --seed 2
+            at = len(benchs) - benchs[::-1].index("--seed")
+            benchs = [a.replace(f"{seed_1}/", f"{run_dir}/") for a in [*benchs[:at], "2", *benchs[at + 1 :]]]
         assert without(args, "--save-interval-updates", "--keep-interval-updates") == without(
             benchs, "--save-interval-updates"), run_dir
 
