@@ -84,8 +84,11 @@ class Archive:
         for run_dir in self.archived():
             if run_dir.is_dir() and any(p.is_file() for p in run_dir.iterdir()):
                 continue
-            with tarfile.open(self.path(run_dir)) as tar:
-                tar.extractall(run_dir, filter="data")
+            try:
+                with tarfile.open(self.path(run_dir), "r:xz") as tar:
+                    tar.extractall(run_dir, filter="data")
+            except tarfile.TarError as e:
+                raise ValueError(f"{self.path(run_dir)}: not an archive of a run ({e}): remove it to train the run again")
             restored += 1
         others = sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name != self.corpus) if self.root.is_dir() else []
         if others:

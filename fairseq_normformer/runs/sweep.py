@@ -596,6 +596,8 @@ def archive_of(setup: Setup) -> Optional[Archive]:
         return None
     if setup.remote_data:
         raise SpecError("--archive names runs by the corpus they trained on, which --remote-data leaves unread here")
+    if setup.archive.exists() and not setup.archive.is_dir():
+        raise SpecError(f"--archive {setup.archive}: not a directory")
     kept = Archive(setup.archive, corpus_id(data_dir(setup)), setup.out)
     print(f"normformer-sweep: {kept.restore()} runs restored from {kept.root / kept.corpus}", file=sys.stderr)
     for marker in (sweep_job.DONE, sweep_job.DIVERGED):

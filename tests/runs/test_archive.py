@@ -88,3 +88,23 @@ def test_the_corpus_id_reads_each_data_file_but_the_logs(tmp_path):
     assert corpus_id(data) == first
     (data / "train.bin").rename(data / "valid.bin")
     assert corpus_id(data) != first
+
+
+def test_a_damaged_archive_or_a_file_as_the_archive_is_one_line_naming_it(tmp_path, tiny_lm_corpus):
+    """normformer-sweep --archive: a run's archive that is not one, or --archive naming a file, stops the sweep before
+    it trains, in one line that names the path; nothing is restored."""
+    from tests.conftest import console_script, in_process
+    from tests.runs.test_sweep import tiny_spec
+
+    spec, out = tiny_spec(tmp_path / "tiny.yaml"), tmp_path / "out"
+    damaged = tmp_path / "archive" / corpus_id(tiny_lm_corpus.data_bin) / "grid" / "preln-lr1e-3.tar.xz"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"not xz")
+    (tmp_path / "a-file").write_text("")
+    for archive, status, message in ((tmp_path / "archive", 1, f"{damaged}: not an archive of a run"),
+                                     (tmp_path / "a-file", 2, f"--archive {tmp_path / 'a-file'}: not a directory")):
+        argv = ["normformer-sweep", spec, "--data", tiny_lm_corpus.data_bin, "--out", out, "--archive", archive]
+        result = in_process(console_script("normformer-sweep"), list(map(str, argv)), tmp_path, {}, None)
+        assert result.returncode == status and len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.stderr.startswith(f"normformer-sweep: error: {message}"), result.stderr
+        assert not (out / "grid" / "preln-lr1e-3").exists() and not list(out.rglob("train.log"))
