@@ -7,7 +7,7 @@
 # The grid is recipes/sweeps/lr_sensitivity.yaml, run by normformer-sweep on this machine, JOBS points at a time (the
 # same spec runs on SLURM: docs/cluster.md):
 # 1. Ladder: every scheme (Pre-LN; Pre-LN + QK-norm; Pre-LN + z-loss; NormFormer; sandwich norm; RMSNorm; Mix-LN;
-#    LayerNorm Scaling; OLMo 2's order; DyT with alpha 0.8/0.2/0.2; ReZero) at every LR from 1e-4 to 1e-1 (10 LRs),
+#    LayerNorm Scaling; OLMo 2's order; DyT with alpha 0.8/0.2/0.2; ReZero) at every LR from 1e-4 to 5e-1 (12 LRs),
 #    at each width of the scale (small: 64, 128, 256; tiny: 32, 64), 4 layers, 300 updates, one seed, in
 #    OUT/SIZE/grid/SCHEME-lrLR, each logging every update's loss and the scale diagnostics every 10 updates.
 # 2. Seeds at the widest width (WIDE_SEEDS, default 3): each scheme at its best LR there, so that the best losses
