@@ -152,6 +152,7 @@ def test_the_lr_sensitivity_spec_trains_every_scheme_at_every_lr_of_each_width(t
         assert (flag["--decoder-embed-dim"], flag["--decoder-ffn-embed-dim"], flag["--decoder-attention-heads"]) == (
             str(width), str(4 * width), str(width // 64))
         assert flag["--decoder-layers"] == "4" and flag["--max-update"] == "300" and flag["--log-interval"] == "1"
+        assert flag["--validate-interval-updates"] == "300"  # the point's, after _lm.yaml's 30: one validation, the last
         scheme = args[args.index("--share-decoder-input-output-embed") + 1 : args.index("--lr")]
         assert scheme == STUDY_SCHEMES[name] and flag["--lr"] == lr and flag["--seed"] == "1"
         assert flag["--diagnostics-file"] == f"{run_dir}/diagnostics.jsonl" and flag["--diagnostics-interval"] == "10"
