@@ -104,6 +104,39 @@ def plot_gammas(gammas: Gammas, path, title: Optional[str] = None) -> Path:
     return _save(fig, path)
 
 
+def plot_lr_sensitivity(study: dict, path) -> Path:
+    """The sensitivity curves (Wortsman et al. 2023's Fig. 1 layout) of ``normformer-analyze lr-sensitivity``."""
+    return _save(lr_sensitivity_figure(study), path)
+
+
+def lr_sensitivity_figure(study: dict):
+    """The final loss, capped at the loss at initialisation, against the LR (log scale): one panel per scheme, one
+    line per width (the study's read_study), a cross at l0 for each run that diverged; the axes shared."""
+    names = list(next(iter(study["widths"].values())))
+    columns = min(4, len(names))
+    rows = -(-len(names) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(3.6 * columns, 3.0 * rows), sharex=True, sharey=True, squeeze=False)
+    for ax, name in zip(axes.flat, names):
+        for width, schemes in study["widths"].items():
+            ladder = schemes[name]
+            lrs = sorted(ladder["capped_losses"], key=float)
+            (line,) = ax.plot([float(lr) for lr in lrs], [ladder["capped_losses"][lr] for lr in lrs], marker=".",
+                              label=f"width {width}")  # fmt: skip
+            diverged = [float(lr) for lr in ladder["diverged"]]
+            ax.plot(diverged, [ladder["initial_loss"]] * len(diverged), "x", color=line.get_color(), markersize=8)
+        ax.set(title=study["labels"][name], xscale="log")
+        ax.title.set_fontsize(9)
+    for ax in axes.flat[len(names) :]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("final validation loss (base 2)", fontsize=8)
+    for ax in axes.flat[max(0, len(names) - columns) : len(names)]:  # the lowest panel of each column
+        ax.set_xlabel("learning rate")
+        ax.xaxis.set_tick_params(labelbottom=True)
+    axes[0][0].legend(fontsize=7)
+    return fig
+
+
 def mean_over_seeds(by_seed: List[dict]) -> tuple:
     """(the x every seed has, the mean over the seeds at each, the std or None) of per-seed {x: value}."""
     xs = sorted(set(by_seed[0]).intersection(*by_seed[1:]))

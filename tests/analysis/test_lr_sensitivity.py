@@ -104,3 +104,23 @@ def test_the_trend_gives_each_width_each_schemes_difference_to_the_baseline_and_
     expected = [lr_sensitivity(RUNS[w]["b"][1], RUNS[w]["b"][0]) - lr_sensitivity(RUNS[w]["a"][1], RUNS[w]["a"][0])
                 for w in ("w8", "w16")]  # fmt: skip
     assert [float(c) for c in sensitivity["B"][2:]] == pytest.approx([*expected, expected[1] - expected[0]], abs=1e-3)
+
+
+def test_the_curves_plot_each_widths_capped_losses_against_the_lr_in_one_panel_per_scheme(study):
+    """lr_sensitivity.png, and the figure it is drawn from: in scheme A's and B's panels one line per width (the
+    narrowest first) through the LRs and the capped final losses, a cross at l0 for each run that diverged."""
+    from fairseq_normformer.analysis.plots import lr_sensitivity_figure
+
+    assert (study / "lr_sensitivity.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    figure = lr_sensitivity_figure(json.loads((study / "lr_sensitivity.json").read_text()))
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == ["A", "B"] and all(ax.get_xscale() == "log" for ax in panels)
+    for ax, name in zip(panels, ("a", "b")):
+        curves, crosses = ax.get_lines()[0::2], ax.get_lines()[1::2]
+        assert [line.get_label() for line in curves] == ["width 8", "width 16"]
+        for curve, cross, size in zip(curves, crosses, ("w8", "w16")):
+            initial, finals = RUNS[size][name]
+            assert list(curve.get_xdata()) == [1e-3, 1e-2, 1e-1]
+            assert list(curve.get_ydata()) == [capped(v, initial) for v in finals.values()]
+            assert list(cross.get_xdata()) == [float(lr) for lr, v in finals.items() if v is None]
+            assert list(cross.get_ydata()) == [initial] * len(cross.get_xdata())
