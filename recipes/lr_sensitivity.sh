@@ -14,10 +14,11 @@
 #    the claims rest on have paired intervals: OUT/WIDEST/schemes.md (normformer-analyze sweep, each scheme's
 #    difference to Pre-LN paired by seed) and OUT/WIDEST/grid/SCHEME.md (each scheme's LRs at that width).
 # 3. OUT/lr_sensitivity.md (per scheme and width: the loss at initialisation, the best loss and its LR, the LR
-#    sensitivity, the largest stable LR, the diagnostics at that LR; each width's losses by LR),
+#    sensitivity, the largest stable LR, the diagnostics at that LR; each width's losses and diagnostics by LR),
 #    OUT/lr_sensitivity_trend.md (each across widths, and each scheme's difference to Pre-LN per width),
-#    OUT/lr_sensitivity.json and OUT/lr_sensitivity.png (the loss against the LR, a panel per scheme, a line per
-#    width): normformer-analyze lr-sensitivity (docs/analysis.md).
+#    OUT/lr_sensitivity.json, OUT/lr_sensitivity.png (the loss against the LR, a panel per scheme, a line per
+#    width) and OUT/lr_sensitivity_diagnostics.png (each diagnostic against the LR, a panel per width, a line per
+#    scheme): normformer-analyze lr-sensitivity (docs/analysis.md).
 # A diverged run is marked so and never trained again; finished runs are reused (recipes/_run_dir.sh), so a second
 # call only adds what the first did not finish.
 SCALES="tiny small" SEEDS=1

@@ -62,13 +62,16 @@ class Ladder:
 
     def summary(self) -> dict:
         """The row of lr_sensitivity.md and lr_sensitivity.json: l0, l* and its LR, S, the largest stable LR and the
-        diagnostics of its run's last record (empty without a diagnostics file)."""
+        diagnostics of its run's last record (empty without a diagnostics file), then each finished run's
+        diagnostics by LR (Wortsman et al.'s attention-logit and log Z growth with the LR)."""
         best, stable = best_loss(self.finals, self.initial), largest_stable_lr(self.finals, self.initial)
+        by_lr = {lr: diagnostics_at(self.run_dirs[lr]) for lr, loss in self.finals.items() if loss is not None}
         return {"initial_loss": self.initial, "best_loss": best and best[0], "best_lr": best and best[1],
                 "lr_sensitivity": lr_sensitivity(self.finals, self.initial), "largest_stable_lr": stable,
                 "diverged": [lr for lr, loss in self.finals.items() if loss is None],
                 "capped_losses": {lr: capped(loss, self.initial) for lr, loss in self.finals.items()},
-                **(diagnostics_at(self.run_dirs[stable]) if stable else {})}  # fmt: skip
+                **(by_lr[stable] if stable else {}),
+                "diagnostics_by_lr": {lr: values for lr, values in by_lr.items() if values}}  # fmt: skip
 
 
 def diagnostics_at(run_dir: Path) -> dict:
@@ -145,6 +148,10 @@ TREND = (("best_loss", "best final validation loss (base 2)", "difference"), ("l
          ("abs_log_z", "mean |log Z| at the largest stable LR", "difference"),
          ("last_layer_rms", "last layer's output RMS at the largest stable LR", "difference"))  # fmt: skip
 
+# the diagnostics of every finished run, by LR: (key, what)
+DIAGNOSTICS_BY_LR = (("attn_logit", "largest attention logit"), ("abs_log_z", "mean |log Z|"),
+                     ("last_layer_rms", "last layer's output RMS"))  # fmt: skip
+
 
 def summary_table(study: dict) -> str:
     rows = [[width, study["labels"][name], s["initial_loss"], s["best_loss"], s["best_lr"], s["lr_sensitivity"],
@@ -154,12 +161,19 @@ def summary_table(study: dict) -> str:
     return markdown_table(SUMMARY_HEADERS, rows)
 
 
-def losses_table(study: dict, width: str) -> str:
-    """Each scheme's final loss at each LR of one width, capped at l0 (the sensitivity curves as numbers)."""
+def by_lr_table(study: dict, width: str, key: Optional[str] = None) -> str:
+    """Each scheme's final loss at each LR of one width, capped at l0 (the sensitivity curves as numbers), or with
+    ``key`` a diagnostic of each finished run at its last record (4 significant digits: they span decades)."""
     schemes = study["widths"][width]
     lrs = sorted({lr for s in schemes.values() for lr in s["capped_losses"]}, key=float)
-    rows = [[study["labels"][name], *(s["capped_losses"].get(lr) for lr in lrs)] for name, s in schemes.items()]
+    value = (lambda s, lr: s["capped_losses"].get(lr)) if key is None else (
+        lambda s, lr: significant(s["diagnostics_by_lr"].get(lr, {}).get(key)))  # fmt: skip
+    rows = [[study["labels"][name], *(value(s, lr) for lr in lrs)] for name, s in schemes.items()]
     return markdown_table(["Scheme", *(f"lr {lr}" for lr in lrs)], rows)
+
+
+def significant(value: Optional[float]) -> Optional[str]:
+    return None if value is None else f"{value:.4g}"
 
 
 def compared(value, base, how: str) -> Optional[float]:
@@ -197,7 +211,9 @@ def write_reports(study: dict, out: Path) -> List[Path]:
              summary_table(study)]  # fmt: skip
     for width in study["widths"]:
         parts += [f"\nWidth {width}: final validation loss by LR, capped at the loss at initialisation (a diverged run counts as that loss)\n\n",
-                  losses_table(study, width)]  # fmt: skip
+                  by_lr_table(study, width)]  # fmt: skip
+        parts += [f"\nWidth {width}: {what} by LR, at each finished run's last diagnostics record (— diverged, or "
+                  f"not logged)\n\n{by_lr_table(study, width, key)}" for key, what in DIAGNOSTICS_BY_LR]  # fmt: skip
     trend = [f"Each measure across widths ({widths}) and against {study['labels'][study['baseline']]}: an advantage "
              "that grows with width is a change below 0 for the best loss and the LR sensitivity, above 1 for the "
              "largest stable LR\n"]  # fmt: skip

@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .diagnostics import LAYER_RMS, QUANTITIES, curves  # noqa: E402
 from .gamma import Gammas  # noqa: E402
+from .lr_sensitivity import DIAGNOSTICS_BY_LR  # noqa: E402
 from .seeds import mean_std  # noqa: E402
 from ..instrumentation.param_groups import param_group  # noqa: E402
 from .time_to_target import TimeToTarget  # noqa: E402
@@ -134,6 +135,34 @@ def lr_sensitivity_figure(study: dict):
         ax.set_xlabel("learning rate")
         ax.xaxis.set_tick_params(labelbottom=True)
     axes[0][0].legend(fontsize=7)
+    return fig
+
+
+def plot_lr_sensitivity_diagnostics(study: dict, path) -> Path:
+    return _save(lr_diagnostics_figure(study), path)
+
+
+def lr_diagnostics_figure(study: dict):
+    """Each diagnostic of every finished run (its last record) against the LR (Wortsman et al. 2023's attention-logit
+    and output-logit growth): one row per diagnostic (log scales: they span decades where they grow), one column per
+    width, one line per scheme; the rows' axes shared across widths."""
+    widths = list(study["widths"])
+    fig, axes = plt.subplots(len(DIAGNOSTICS_BY_LR), len(widths), figsize=(4.2 * len(widths), 3.0 * len(DIAGNOSTICS_BY_LR)),
+                             sharex=True, sharey="row", squeeze=False)  # fmt: skip
+    for column, width in enumerate(widths):
+        for row, (key, what) in enumerate(DIAGNOSTICS_BY_LR):
+            ax = axes[row][column]
+            for k, (name, ladder) in enumerate(study["widths"][width].items()):
+                lrs = sorted((lr for lr, d in ladder["diagnostics_by_lr"].items() if key in d), key=float)
+                ax.plot([float(lr) for lr in lrs], [ladder["diagnostics_by_lr"][lr][key] for lr in lrs], marker=".",
+                        color=f"C{k % 10}", linestyle=("-", "--")[k // 10 % 2], label=study["labels"][name])  # fmt: skip
+            ax.set(xscale="log", yscale="log")
+            ax.set_title(f"width {width}", fontsize=9)
+            if column == 0:
+                ax.set_ylabel(what, fontsize=8)
+    for ax in axes[-1]:
+        ax.set_xlabel("learning rate")
+    axes[0][-1].legend(fontsize=6)
     return fig
 
 

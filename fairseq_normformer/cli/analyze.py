@@ -49,6 +49,7 @@ from fairseq_normformer.analysis.plots import (  # noqa: E402
     plot_grad_norms,
     plot_init_grads,
     plot_lr_sensitivity,
+    plot_lr_sensitivity_diagnostics,
     plot_mlm_curves,
     plot_grad_ratios,
     plot_time_to_target,
@@ -326,7 +327,9 @@ def lr_sensitivity(args):
     out = Path(args.out_dir or args.dir)
     out.mkdir(parents=True, exist_ok=True)
     study = read_study(Path(args.dir))
-    for path in [*write_reports(study, out), plot_lr_sensitivity(study, out / "lr_sensitivity.png")]:
+    figures = [plot_lr_sensitivity(study, out / "lr_sensitivity.png"),
+               plot_lr_sensitivity_diagnostics(study, out / "lr_sensitivity_diagnostics.png")]  # fmt: skip
+    for path in [*write_reports(study, out), *figures]:
         print(path)
 
 
@@ -516,7 +519,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "of a sweep (a spec with `each_size`), the best loss, the largest stable LR and the "
                             "diagnostics there, and their trend across widths")
     p.add_argument("dir", help="the sweep's directory (normformer-sweep --out): its sweep.json, or each SIZE/sweep.json")
-    p.add_argument("--out-dir", help="where lr_sensitivity.md, lr_sensitivity_trend.md, .json and .png go (default: DIR)")
+    p.add_argument("--out-dir", help="where lr_sensitivity.md, lr_sensitivity_trend.md, .json and the figures go (default: DIR)")
     p.set_defaults(func=lr_sensitivity)
 
     p = commands.add_parser(

@@ -124,3 +124,29 @@ def test_the_curves_plot_each_widths_capped_losses_against_the_lr_in_one_panel_p
             assert list(curve.get_ydata()) == [capped(v, initial) for v in finals.values()]
             assert list(cross.get_xdata()) == [float(lr) for lr, v in finals.items() if v is None]
             assert list(cross.get_ydata()) == [initial] * len(cross.get_xdata())
+
+
+def test_every_finished_run_gives_its_diagnostics_by_lr_in_the_tables_and_the_figure(study):
+    """Wortsman et al.'s growth with the LR: each finished run's last record (attention logit 2 * len(size), RMS 3,
+    |log Z| 0.5 at update 3; write_run), by LR in lr_sensitivity.json and .md, and in lr_sensitivity_diagnostics.png
+    one row per diagnostic, one column per width, one line per scheme through its finished runs only."""
+    from fairseq_normformer.analysis.plots import lr_diagnostics_figure
+
+    read = json.loads((study / "lr_sensitivity.json").read_text())
+    for size, schemes in RUNS.items():
+        for name, (_, finals) in schemes.items():
+            by_lr = read["widths"][size[1:]][name]["diagnostics_by_lr"]
+            assert list(by_lr) == [lr for lr, v in finals.items() if v is not None]  # b's 1e-1 at width 8 ended above l0
+            assert all((d["attn_logit"], d["abs_log_z"], d["last_layer_rms"]) == (2.0 * len(size), 0.5, 3.0) for d in by_lr.values())
+    table = (study / "lr_sensitivity.md").read_text()
+    assert "Width 8: largest attention logit by LR" in table and "| A | 4 | 4 | — |" in table
+    assert "Width 16: mean |log Z| by LR" in table and "| B | 0.5 | 0.5 | 0.5 |" in table
+    assert (study / "lr_sensitivity_diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    axes = lr_diagnostics_figure(read).axes
+    assert len(axes) == 6 and [ax.get_title() for ax in axes[:2]] == ["width 8", "width 16"]
+    assert [ax.get_ylabel() for ax in axes[::2]] == ["largest attention logit", "mean |log Z|", "last layer's output RMS"]
+    assert all(ax.get_xscale() == ax.get_yscale() == "log" for ax in axes)
+    for ax, size in zip(axes[:2], ("w8", "w16")):  # the attention logits
+        a, b = ax.get_lines()
+        assert [a.get_label(), b.get_label()] == ["A", "B"] and list(a.get_xdata()) == [1e-3, 1e-2]
+        assert list(b.get_xdata()) == [1e-3, 1e-2, 1e-1] and list(b.get_ydata()) == [2.0 * len(size)] * 3
