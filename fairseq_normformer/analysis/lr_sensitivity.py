@@ -101,14 +101,20 @@ def ladder_of(run_dirs: Dict[str, Path]) -> Ladder:
     return Ladder(initials[0], finals, run_dirs)
 
 
-def width_dirs(out: Path) -> List[Path]:
-    """The sweeps of a directory: itself when it holds a manifest, else each SIZE/ of a spec's `each_size`."""
+def width_dirs(out: Path, sizes: Optional[List[str]] = None) -> List[Path]:
+    """The sweeps of a directory: itself when it holds a manifest, else each SIZE/ of a spec's `each_size` (only
+    ``sizes`` when given)."""
     if (out / MANIFEST).exists():
+        if sizes:
+            raise ValueError(f"{out} is one sweep, without sizes (--size picks SIZE/ directories of a spec with each_size)")
         return [out]
     found = sorted(path.parent for path in out.glob(f"*/{MANIFEST}"))
     if not found:
         raise ValueError(f"{out} holds no sweep ({MANIFEST}, or SIZE/{MANIFEST}; normformer-sweep writes them)")
-    return found
+    missing = [size for size in sizes or [] if size not in {path.name for path in found}]
+    if missing:
+        raise ValueError(f"{out} has no sweep of size {', '.join(missing)} (it has {', '.join(p.name for p in found)})")
+    return [path for path in found if not sizes or path.name in sizes]
 
 
 def width_of(manifest: dict) -> str:
@@ -116,11 +122,11 @@ def width_of(manifest: dict) -> str:
     return str(variables.get("width", variables.get("size", manifest["scale"])))
 
 
-def read_study(out: Path) -> dict:
+def read_study(out: Path, sizes: Optional[List[str]] = None) -> dict:
     """{"baseline", "labels": {scheme: label}, "widths": {width: {scheme: Ladder summary}}}, the widths narrowest
-    first (the order of their `width` variable, numbers)."""
+    first (the order of their `width` variable, numbers); only the SIZE/ directories ``sizes`` when given."""
     widths, labels, baseline = {}, {}, None
-    for path in width_dirs(Path(out)):
+    for path in width_dirs(Path(out), sizes):
         m = load_manifest(path)
         spec = m["spec"]
         labels.update({name: s.get("label", name) for name, s in spec["schemes"].items()})

@@ -326,7 +326,7 @@ def lr_sensitivity(args):
     """Wortsman et al. 2023's LR sensitivity of each scheme at each width of a sweep (analysis/lr_sensitivity.py)."""
     out = Path(args.out_dir or args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    study = read_study(Path(args.dir))
+    study = read_study(Path(args.dir), args.sizes)
     figures = [plot_lr_sensitivity(study, out / "lr_sensitivity.png"),
                plot_lr_sensitivity_diagnostics(study, out / "lr_sensitivity_diagnostics.png")]  # fmt: skip
     for path in [*write_reports(study, out), *figures]:
@@ -520,6 +520,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "diagnostics there, and their trend across widths")
     p.add_argument("dir", help="the sweep's directory (normformer-sweep --out): its sweep.json, or each SIZE/sweep.json")
     p.add_argument("--out-dir", help="where lr_sensitivity.md, lr_sensitivity_trend.md, .json and the figures go (default: DIR)")
+    p.add_argument("--size", action="append", dest="sizes", metavar="SIZE",
+                   help="only this width (a SIZE/ of DIR; repeat), e.g. the finished ones of a study still running")
     p.set_defaults(func=lr_sensitivity)
 
     p = commands.add_parser(

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from fairseq_normformer.analysis.lr_sensitivity import best_loss, capped, largest_stable_lr, lr_sensitivity
+from fairseq_normformer.analysis.lr_sensitivity import best_loss, capped, largest_stable_lr, lr_sensitivity, read_study
 from tests.conftest import run_cli
 
 L0 = 10.0
@@ -150,3 +150,15 @@ def test_every_finished_run_gives_its_diagnostics_by_lr_in_the_tables_and_the_fi
         a, b = ax.get_lines()
         assert [a.get_label(), b.get_label()] == ["A", "B"] and list(a.get_xdata()) == [1e-3, 1e-2]
         assert list(b.get_xdata()) == [1e-3, 1e-2, 1e-1] and list(b.get_ydata()) == [2.0 * len(size)] * 3
+
+
+def test_size_reads_only_the_widths_named_and_refuses_one_the_study_lacks(study, tmp_path):
+    """--size w16: the study of width 16 alone, its numbers those of the whole study's; an unknown size, or --size
+    on a sweep without sizes, is refused by name."""
+    run_cli(["normformer-analyze", "lr-sensitivity", study, "--size", "w16", "--out-dir", tmp_path])
+    alone, whole = (json.loads((d / "lr_sensitivity.json").read_text()) for d in (tmp_path, study))
+    assert list(alone["widths"]) == ["16"] and alone["widths"]["16"] == whole["widths"]["16"]
+    with pytest.raises(ValueError, match="no sweep of size w32 \\(it has w16, w8\\)"):
+        read_study(study, ["w16", "w32"])
+    with pytest.raises(ValueError, match="is one sweep, without sizes"):
+        read_study(study / "w8", ["w8"])
