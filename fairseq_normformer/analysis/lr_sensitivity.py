@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 from ..instrumentation.diagnostics import ABS_LOG_Z, ATTN_LOGIT, LAYER_RMS
 from ..runs.run_dir import grid_dir
 from .diagnostics import final_values, read_diagnostics
-from .report import grid_outcome, markdown_table
+from .report import fmt, grid_outcome, markdown_table
 from .sweep_tables import MANIFEST, load_manifest
 from .training_log import read_training_log
 
@@ -111,9 +111,10 @@ def width_dirs(out: Path, sizes: Optional[List[str]] = None) -> List[Path]:
     found = sorted(path.parent for path in out.glob(f"*/{MANIFEST}"))
     if not found:
         raise ValueError(f"{out} holds no sweep ({MANIFEST}, or SIZE/{MANIFEST}; normformer-sweep writes them)")
-    missing = [size for size in sizes or [] if size not in {path.name for path in found}]
+    names = [path.name for path in found]
+    missing = [size for size in sizes or [] if size not in names]
     if missing:
-        raise ValueError(f"{out} has no sweep of size {', '.join(missing)} (it has {', '.join(p.name for p in found)})")
+        raise ValueError(f"{out} has no sweep of size {', '.join(missing)} (it has {', '.join(names)})")
     return [path for path in found if not sizes or path.name in sizes]
 
 
@@ -173,13 +174,9 @@ def by_lr_table(study: dict, width: str, key: Optional[str] = None) -> str:
     schemes = study["widths"][width]
     lrs = sorted({lr for s in schemes.values() for lr in s["capped_losses"]}, key=float)
     value = (lambda s, lr: s["capped_losses"].get(lr)) if key is None else (
-        lambda s, lr: significant(s["diagnostics_by_lr"].get(lr, {}).get(key)))  # fmt: skip
+        lambda s, lr: fmt(s["diagnostics_by_lr"].get(lr, {}).get(key)))  # fmt: skip
     rows = [[study["labels"][name], *(value(s, lr) for lr in lrs)] for name, s in schemes.items()]
     return markdown_table(["Scheme", *(f"lr {lr}" for lr in lrs)], rows)
-
-
-def significant(value: Optional[float]) -> Optional[str]:
-    return None if value is None else f"{value:.4g}"
 
 
 def compared(value, base, how: str) -> Optional[float]:
