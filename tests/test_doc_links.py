@@ -2,6 +2,7 @@
 there, as GitHub renders the pages: a results page moved or a heading renamed would otherwise leave a reader at a
 dead link."""
 import re
+from functools import lru_cache
 from pathlib import Path
 
 from tests.conftest import REPO_ROOT
@@ -27,6 +28,11 @@ def anchors(text: str) -> set:
     return found
 
 
+@lru_cache(maxsize=None)
+def page_anchors(page: Path) -> set:
+    return anchors(page.read_text(encoding="utf-8"))
+
+
 def dead_links(page: Path) -> list:
     dead = []
     for target in LINK.findall(FENCE.sub("", page.read_text(encoding="utf-8"))):
@@ -36,7 +42,7 @@ def dead_links(page: Path) -> list:
         linked = (page.parent / path).resolve() if path else page
         if not linked.exists():
             dead.append(f"{target} (no such file)")
-        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked.read_text(encoding="utf-8")):
+        elif anchor and linked.suffix == ".md" and anchor not in page_anchors(linked):
             dead.append(f"{target} (no such heading)")
     return dead
 
