@@ -76,13 +76,16 @@ class Ladder:
 
 def diagnostics_at(run_dir: Path) -> dict:
     """The largest attention logit over the layers, the output logits' mean |log Z| and the last layer's output RMS
-    at the last update the run's diagnostics file recorded (nothing when it has none)."""
+    at the last update the run's diagnostics file recorded, and the largest |log Z| of any of its records (an
+    excursion at the peak LR that has settled by the end); nothing when it has no diagnostics file."""
     if not (run_dir / DIAGNOSTICS).exists():
         return {}
-    update, final = final_values([read_diagnostics(run_dir / DIAGNOSTICS)])
+    records = read_diagnostics(run_dir / DIAGNOSTICS)
+    update, final = final_values([records])
     last_layer = max(final[LAYER_RMS], key=lambda layer: int(layer.rsplit(".", 1)[1]))
     return {"diagnostics_update": update, "attn_logit": max(v[0] for v in final[ATTN_LOGIT].values()),
-            "abs_log_z": next(iter(final[ABS_LOG_Z].values()))[0], "last_layer_rms": final[LAYER_RMS][last_layer][0]}
+            "abs_log_z": next(iter(final[ABS_LOG_Z].values()))[0], "last_layer_rms": final[LAYER_RMS][last_layer][0],
+            "peak_abs_log_z": max(r[ABS_LOG_Z] for r in records)}
 
 
 def ladder_of(run_dirs: Dict[str, Path]) -> Ladder:
@@ -155,9 +158,11 @@ TREND = (("best_loss", "best final validation loss (base 2)", "difference"), ("l
          ("abs_log_z", "mean |log Z| at the largest stable LR", "difference"),
          ("last_layer_rms", "last layer's output RMS at the largest stable LR", "difference"))  # fmt: skip
 
-# the diagnostics of every finished run, by LR: (key, what)
-DIAGNOSTICS_BY_LR = (("attn_logit", "largest attention logit"), ("abs_log_z", "mean |log Z|"),
-                     ("last_layer_rms", "last layer's output RMS"))  # fmt: skip
+# the diagnostics of every finished run, by LR: (key, what, read where)
+LAST = "at each finished run's last diagnostics record"
+DIAGNOSTICS_BY_LR = (("attn_logit", "largest attention logit", LAST), ("abs_log_z", "mean |log Z|", LAST),
+                     ("last_layer_rms", "last layer's output RMS", LAST),
+                     ("peak_abs_log_z", "largest mean |log Z| of a record", "over each finished run's diagnostics records"))  # fmt: skip
 
 
 def summary_table(study: dict) -> str:
@@ -215,8 +220,8 @@ def write_reports(study: dict, out: Path) -> List[Path]:
     for width in study["widths"]:
         parts += [f"\nWidth {width}: final validation loss by LR, capped at the loss at initialisation (a diverged run counts as that loss)\n\n",
                   by_lr_table(study, width)]  # fmt: skip
-        parts += [f"\nWidth {width}: {what} by LR, at each finished run's last diagnostics record (— diverged, or "
-                  f"not logged)\n\n{by_lr_table(study, width, key)}" for key, what in DIAGNOSTICS_BY_LR]  # fmt: skip
+        parts += [f"\nWidth {width}: {what} by LR, {where} (— diverged, or not logged)\n\n{by_lr_table(study, width, key)}"
+                  for key, what, where in DIAGNOSTICS_BY_LR]  # fmt: skip
     trend = [f"Each measure across widths ({widths}) and against {study['labels'][study['baseline']]}: an advantage "
              "that grows with width is a change below 0 for the best loss and the LR sensitivity, above 1 for the "
              "largest stable LR\n"]  # fmt: skip

@@ -150,7 +150,7 @@ def lr_diagnostics_figure(study: dict):
     fig, axes = plt.subplots(len(DIAGNOSTICS_BY_LR), len(widths), figsize=(4.2 * len(widths), 3.0 * len(DIAGNOSTICS_BY_LR)),
                              sharex=True, sharey="row", squeeze=False)  # fmt: skip
     for column, width in enumerate(widths):
-        for row, (key, what) in enumerate(DIAGNOSTICS_BY_LR):
+        for row, (key, what, _) in enumerate(DIAGNOSTICS_BY_LR):
             ax = axes[row][column]
             for k, (name, ladder) in enumerate(study["widths"][width].items()):
                 lrs = sorted((lr for lr, d in ladder["diagnostics_by_lr"].items() if key in d), key=float)

@@ -31,7 +31,8 @@ DIVERGED = "FloatingPointError: gradients are Nan/Inf\n"
 
 def write_run(run_dir, initial, final, diagnostics=None):
     """A fairseq-train log (--log-format json) with update 1's loss, a validation at update 3 and how it ended
-    (``final`` None: diverged at update 2); a diagnostics file of updates 2 and 3 ({quantity: value}, layers 0, 1)."""
+    (``final`` None: diverged at update 2); a diagnostics file of updates 2 and 3 ({quantity: value}, layers 0, 1):
+    the logit and the RMS grow to their value, |log Z| is twice its value at update 2 (an excursion that settles)."""
     run_dir.mkdir(parents=True)
     lines = [f'2026-01-01 10:00:01 | INFO | train_inner | {{"epoch": 1, "loss": "{initial}", "num_updates": "1"}}\n']
     lines += [DIVERGED] if final is None else [
@@ -39,7 +40,7 @@ def write_run(run_dir, initial, final, diagnostics=None):
     (run_dir / "train.log").write_text("".join(lines))
     if diagnostics:
         records = [{"update": u, "attn_logit": {"layers.0": 1.0, "layers.1": diagnostics["attn"] * u / 3},
-                    "layer_rms": {"layers.0": 1.0, "layers.1": diagnostics["rms"] * u / 3}, "abs_log_z": diagnostics["z"] * u / 3}
+                    "layer_rms": {"layers.0": 1.0, "layers.1": diagnostics["rms"] * u / 3}, "abs_log_z": diagnostics["z"] * (4 - u)}
                    for u in (2, 3)]  # fmt: skip
         (run_dir / "diagnostics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
@@ -128,8 +129,9 @@ def test_the_curves_plot_each_widths_capped_losses_against_the_lr_in_one_panel_p
 
 def test_every_finished_run_gives_its_diagnostics_by_lr_in_the_tables_and_the_figure(study):
     """Wortsman et al.'s growth with the LR: each finished run's last record (attention logit 2 * len(size), RMS 3,
-    |log Z| 0.5 at update 3; write_run), by LR in lr_sensitivity.json and .md, and in lr_sensitivity_diagnostics.png
-    one row per diagnostic, one column per width, one line per scheme through its finished runs only."""
+    |log Z| 0.5 at update 3; write_run) and its largest |log Z| (1.0, update 2's), by LR in lr_sensitivity.json and
+    .md, and in lr_sensitivity_diagnostics.png one row per diagnostic, one column per width, one line per scheme
+    through its finished runs only."""
     from fairseq_normformer.analysis.plots import lr_diagnostics_figure
 
     read = json.loads((study / "lr_sensitivity.json").read_text())
@@ -137,14 +139,17 @@ def test_every_finished_run_gives_its_diagnostics_by_lr_in_the_tables_and_the_fi
         for name, (_, finals) in schemes.items():
             by_lr = read["widths"][size[1:]][name]["diagnostics_by_lr"]
             assert list(by_lr) == [lr for lr, v in finals.items() if v is not None]  # b's 1e-1 at width 8 ended above l0
-            assert all((d["attn_logit"], d["abs_log_z"], d["last_layer_rms"]) == (2.0 * len(size), 0.5, 3.0) for d in by_lr.values())
+            assert all((d["attn_logit"], d["abs_log_z"], d["last_layer_rms"], d["peak_abs_log_z"]) == (2.0 * len(size), 0.5, 3.0, 1.0)
+                       for d in by_lr.values())  # fmt: skip
     table = (study / "lr_sensitivity.md").read_text()
     assert "Width 8: largest attention logit by LR" in table and "| A | 4 | 4 | — |" in table
     assert "Width 16: mean |log Z| by LR" in table and "| B | 0.5 | 0.5 | 0.5 |" in table
+    assert "Width 16: largest mean |log Z| of a record by LR, over each" in table and "| B | 1 | 1 | 1 |" in table
     assert (study / "lr_sensitivity_diagnostics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     axes = lr_diagnostics_figure(read).axes
-    assert len(axes) == 6 and [ax.get_title() for ax in axes[:2]] == ["width 8", "width 16"]
-    assert [ax.get_ylabel() for ax in axes[::2]] == ["largest attention logit", "mean |log Z|", "last layer's output RMS"]
+    assert len(axes) == 8 and [ax.get_title() for ax in axes[:2]] == ["width 8", "width 16"]
+    assert [ax.get_ylabel() for ax in axes[::2]] == ["largest attention logit", "mean |log Z|", "last layer's output RMS",
+                                                "largest mean |log Z| of a record"]
     assert all(ax.get_xscale() == ax.get_yscale() == "log" for ax in axes)
     for ax, size in zip(axes[:2], ("w8", "w16")):  # the attention logits
         a, b = ax.get_lines()

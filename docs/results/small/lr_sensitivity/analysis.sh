@@ -8,10 +8,12 @@ SIZES=${SIZES:-w64 w128 w256}
 # per scheme and width: l0, the best loss and its LR, the LR sensitivity, the largest stable LR, the diagnostics
 # there; each width's losses and diagnostics by LR; the trend across widths; the two figures
 .venv/bin/normformer-analyze lr-sensitivity "$O" $(printf -- '--size %s ' $SIZES) --out-dir "$D"
-# Wortsman et al.'s two instabilities over the updates, at lr 1e-1 at each width: Pre-LN, QK-norm, z-loss
-for size in $SIZES; do
-  G=$O/$size/grid
-  .venv/bin/normformer-analyze diagnostics --run "Pre-LN=$G/preln-lr1e-1/diagnostics.jsonl" \
-    --run "Pre-LN + QK-norm=$G/qknorm-lr1e-1/diagnostics.jsonl" --run "Pre-LN + z-loss=$G/zloss-lr1e-1/diagnostics.jsonl" \
-    --out-dir "$D/diagnostics_lr1e-1/$size"
+# Wortsman et al.'s two instabilities over the updates, at lr 1e-1 and 5e-1 at each width: Pre-LN, QK-norm, z-loss
+for lr in 1e-1 5e-1; do
+  for size in $SIZES; do
+    G=$O/$size/grid
+    .venv/bin/normformer-analyze diagnostics --run "Pre-LN=$G/preln-lr$lr/diagnostics.jsonl" \
+      --run "Pre-LN + QK-norm=$G/qknorm-lr$lr/diagnostics.jsonl" --run "Pre-LN + z-loss=$G/zloss-lr$lr/diagnostics.jsonl" \
+      --out-dir "$D/diagnostics_lr$lr/$size"
+  done
 done
