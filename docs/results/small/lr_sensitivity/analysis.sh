@@ -1,7 +1,7 @@
 # The tables and figures of this page, from the repository root after
 # RUNS_ARCHIVE=docs/results/small/lr_sensitivity/runs recipes/lr_sensitivity.sh small (which restores the archived
 # runs into work/recipes/lr_sensitivity-small on another machine and trains only what is missing).
-# SIZES: the widths read (all three once the study is complete).
+# SIZES: the widths read.
 O=work/recipes/lr_sensitivity-small
 D=docs/results/small/lr_sensitivity
 SIZES=${SIZES:-w64 w128 w256}
@@ -17,3 +17,8 @@ for lr in 1e-1 5e-1; do
       --out-dir "$D/diagnostics_lr$lr/$size"
   done
 done
+# each scheme at its best LR of the 256 width, 3 seeds, against Pre-LN paired by seed (the recipe's part 2)
+if [[ " $SIZES " == *" w256 "* ]]; then
+  .venv/bin/normformer-analyze sweep "$O/w256"
+  cp "$O/w256/schemes.md" "$D/schemes_w256.md"
+fi
